@@ -1,0 +1,201 @@
+/* The op-level backend interface.
+ *
+ * The Qwen3.5 forward recipe (src/model/forward.c) is written once against
+ * these ops; the CPU backend (the oracle) and the CUDA backend implement all of
+ * them, so the two can be compared op by op (`memra gate kernels`).
+ *
+ * Conventions
+ * - Buffers are backend memory from alloc(); float buffers hold fp32. Offsets
+ *   into a buffer are plain pointer arithmetic (valid for both backends; the CPU
+ *   never dereferences a CUDA pointer and vice versa).
+ * - Ops are asynchronous on the backend's one stream; sync() waits. Ops run in
+ *   the order they are called.
+ * - Activations are row-major [T][n]: one row per token of the batch.
+ * - Batch invariance: every op computes a token's row with a reduction order
+ *   that depends only on that token's data and its own sequence's state, never
+ *   on T, on the other sequences in the batch or on the thread count.
+ * - Sequence state lives in pools indexed by slot (memra_batch.slot); a
+ *   sequence owns its slot's KV rows, conv state and recurrent state.
+ * - Every op returns MEMRA_OK or an error (a CUDA launch can fail). */
+#ifndef MEMRA_BACKEND_H
+#define MEMRA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+/* A weight tensor as bound by the model. Shapes in GGUF order: ne[0] is the
+ * row length (inputs of a matrix), ne[1] the number of rows (outputs), ne[2]
+ * the expert index for MoE expert tensors. */
+typedef struct memra_weight {
+    const char *name;   /* points into the GGUF mapping's name copy (NUL-terminated) */
+    uint32_t type;      /* memra_type */
+    int64_t ne[4];
+    uint64_t nbytes;    /* whole tensor */
+    uint64_t row_bytes; /* one row of ne[0] elements */
+    const void *host;   /* in the GGUF mapping */
+    void *data;         /* where ops read it: == host on the CPU, a device copy on CUDA */
+} memra_weight;
+
+/* The tokens of one forward step: n_seqs runs of consecutive tokens, each run
+ * belonging to one sequence (its cache slot). Host arrays are filled by the
+ * caller; the backend's batch_upload() copies them to the d_* mirrors, which
+ * were allocated once at the maximum batch size (stable addresses, so a CUDA
+ * graph can capture them). */
+typedef struct memra_batch {
+    int32_t n_tokens; /* T */
+    int32_t n_seqs;
+    int32_t *tokens;    /* [T] token ids */
+    int32_t *pos;       /* [T] absolute position of each token in its sequence */
+    int32_t *seq_start; /* [n_seqs + 1] tokens of sequence s: [seq_start[s], seq_start[s+1]) */
+    int32_t *slot;      /* [n_seqs] cache slot of sequence s */
+    int32_t *tok_seq;   /* [T] index of the sequence each token belongs to */
+    /* device mirrors (== the host arrays on the CPU backend) */
+    int32_t *d_tokens, *d_pos, *d_seq_start, *d_slot, *d_tok_seq;
+    int32_t max_tokens, max_seqs; /* capacity of all the arrays above */
+} memra_batch;
+
+/* Gated DeltaNet layer: weights and dimensions for the fused gdn op. */
+typedef struct memra_gdn_params {
+    const memra_weight *conv1d;  /* {d_conv, conv_dim} F32: channel c's taps contiguous, tap d_conv-1 = current token */
+    const memra_weight *dt_bias; /* {n_v} F32 */
+    const memra_weight *a;       /* {n_v} F32, already -exp(A_log) */
+    const memra_weight *norm;    /* {d_v} F32, gated RMSNorm weight (no +1) */
+    int32_t d_conv;              /* 4 */
+    int32_t n_k, n_v;            /* key heads, value heads */
+    int32_t d_k, d_v;            /* 128, 128 */
+    int32_t kv_tiled;            /* 1: v-head h uses k-head h % n_k (qwen35*); 0: h / (n_v/n_k) (qwen3next) */
+    float eps;                   /* RMSNorm eps of the gated norm (1e-6) */
+    float l2_eps;                /* L2 norm eps: x / sqrt(sum x^2 + l2_eps) (1e-6) */
+} memra_gdn_params;
+
+/* MoE expert weights of one layer. */
+typedef struct memra_moe_params {
+    const memra_weight *gate_exps; /* {H, n_ff_exp, n_expert} */
+    const memra_weight *up_exps;   /* {H, n_ff_exp, n_expert} */
+    const memra_weight *down_exps; /* {n_ff_exp, H, n_expert} */
+    int32_t n_expert, n_used;
+} memra_moe_params;
+
+typedef struct memra_backend memra_backend;
+
+typedef struct memra_backend_ops {
+    /* ---- memory ---- */
+    memra_status (*alloc)(memra_backend *be, size_t bytes, void **out);
+    void (*free)(memra_backend *be, void *ptr);
+    memra_status (*upload)(memra_backend *be, void *dst, const void *src, size_t bytes);   /* host -> backend */
+    memra_status (*download)(memra_backend *be, void *dst, const void *src, size_t bytes); /* backend -> host */
+    memra_status (*copy)(memra_backend *be, void *dst, const void *src, size_t bytes);     /* backend -> backend */
+    memra_status (*zero)(memra_backend *be, void *dst, size_t bytes);
+    /* Makes w->data valid (the CPU points it at w->host; CUDA copies the bytes
+     * as they are: no dequantized copies). weight_release undoes it. */
+    memra_status (*weight_load)(memra_backend *be, memra_weight *w);
+    void (*weight_release)(memra_backend *be, memra_weight *w);
+    /* Copies the batch's host arrays to its device mirrors. */
+    memra_status (*batch_upload)(memra_backend *be, memra_batch *b);
+    memra_status (*sync)(memra_backend *be);
+
+    /* ---- ops ---- */
+    /* out[t] = dequant(table row tokens[t]); table {H, n_vocab} any type. out [T][H]. */
+    memra_status (*embed)(memra_backend *be, const memra_weight *table, const memra_batch *b, float *out);
+
+    /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for rows r < n_rows of n floats;
+     * row r starts at x + r*x_stride (y + r*y_stride). w {n} F32. In place allowed. */
+    memra_status (*rmsnorm)(memra_backend *be, const float *x, int64_t x_stride, const memra_weight *w, float *y,
+                            int64_t y_stride, int64_t n, int64_t n_rows, float eps);
+
+    /* y[t][o] (+)= sum_i W[o][i] * x[t][i]; W {in, out} any supported type,
+     * x [T][in], y [T][out]; accumulate = 1 adds into y (residual). */
+    memra_status (*matmul)(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
+                           int accumulate);
+
+    /* y[i] += x[i] for i < n. */
+    memra_status (*add)(memra_backend *be, float *y, const float *x, int64_t n);
+
+    /* y[t][i] += sigmoid(gate[t * gate_stride]) * x[t][i], x and y [T][n]. */
+    memra_status (*add_sigmoid_scaled)(memra_backend *be, float *y, const float *x, const float *gate,
+                                       int64_t gate_stride, int64_t n, int64_t T);
+
+    /* out[t][i] = silu(gate[t][i]) * up[t][i]; all [T][n]. */
+    memra_status (*swiglu)(memra_backend *be, const float *gate, const float *up, float *out, int64_t n, int64_t T);
+
+    /* NeoX ("rotate-half") RoPE in place on the first n_rot dims of each head:
+     * head h of token t starts at x + t*tok_stride + h*head_stride; the pair is
+     * (j, j + n_rot/2), angle pos[t] * theta^(-2j/n_rot). */
+    memra_status (*rope_neox)(memra_backend *be, float *x, const memra_batch *b, int64_t n_heads,
+                              int64_t head_stride, int64_t tok_stride, int32_t n_rot, float theta);
+
+    /* Stores k and v rows ([T][kv_dim]) at [slot][pos] of the caches
+     * (k_cache, v_cache: [n_slots][n_ctx][kv_dim] fp32). */
+    memra_status (*kv_store)(memra_backend *be, const memra_batch *b, float *k_cache, float *v_cache,
+                             int32_t n_ctx, int64_t kv_dim, const float *k, const float *v);
+
+    /* Causal GQA attention over the caches, gated:
+     *   o[t][h] = sum_{s <= pos[t]} softmax_s(scale * q[t][h].K[slot][s][h/(n_head/n_kv)]) V[...][s][...]
+     *   out[t][h*hd + d] = o[t][h][d] * sigmoid(gate[t][h][d])   (gate may be NULL: no gating)
+     * q[t][h] starts at q + t*q_tok_stride + h*q_head_stride (gate likewise
+     * from gate). out [T][n_head*hd]. Reductions over s use a fixed split
+     * size, so a token's result does not depend on T or on other sequences. */
+    memra_status (*attention)(memra_backend *be, const memra_batch *b, const float *k_cache, const float *v_cache,
+                              int32_t n_ctx, const float *q, const float *gate, int64_t q_tok_stride,
+                              int64_t q_head_stride, int32_t n_head, int32_t n_kv, int32_t hd, float scale,
+                              float *out);
+
+    /* One Gated DeltaNet layer after the input projections, for the tokens of
+     * each sequence in order (spec §5.3-5.6):
+     *   mixed [T][conv_dim] (q|k|v pre-conv), z [T][n_v*d_v], braw, araw [T][n_v]
+     *   beta = sigmoid(braw); g = a * softplus(araw + dt_bias)
+     *   c = silu(causal_conv1d(mixed, conv_state)); q,k = l2norm per head; q *= 1/sqrt(d_k)
+     *   S = exp(g) S; d = beta (v - S^T k); S += k d^T; o = S^T q
+     *   out [T][n_v*d_v] = rmsnorm(o per v-head) * norm * silu(z)
+     * conv_state: [n_slots][conv_dim][d_conv-1] raw inputs, oldest first;
+     * ssm_state: [n_slots][n_v][d_v][d_k] fp32 (mem[j*d_k + i] = S[i][j]). */
+    memra_status (*gdn)(memra_backend *be, const memra_batch *b, const memra_gdn_params *p, float *conv_state,
+                        float *ssm_state, const float *mixed, const float *z, const float *braw, const float *araw,
+                        float *out);
+
+    /* MoE routing: p = softmax(logits[t]) over n_expert; top n_used by p
+     * (ties: lower expert id first), weights renormalised to sum 1 (the sum
+     * clamped to >= 6.103515625e-5 as llama.cpp does). ids, w [T][n_used],
+     * ordered by descending p. */
+    memra_status (*moe_route)(memra_backend *be, const float *logits, int64_t T, int32_t n_expert, int32_t n_used,
+                              int32_t *ids, float *w);
+
+    /* out[t] = sum_{j < n_used} w[t][j] * down_e(silu(gate_e x[t]) * up_e x[t]), e = ids[t][j],
+     * summed in j order. x, out [T][H]; scratch: at least
+     * moe_scratch_bytes(n_ff_exp, n_used, T) bytes of backend memory. */
+    memra_status (*moe_ffn)(memra_backend *be, const memra_moe_params *p, const float *x, const int32_t *ids,
+                            const float *w, float *out, int64_t T, void *scratch);
+
+    /* out[t] = argmax_i logits[t][i] (lowest index among equal maxima). */
+    memra_status (*argmax)(memra_backend *be, const float *logits, int64_t n, int64_t T, int32_t *out);
+
+    void (*destroy)(memra_backend *be);
+} memra_backend_ops;
+
+struct memra_backend {
+    const memra_backend_ops *ops;
+    const char *name; /* "cpu", "cuda" */
+    void *impl;
+};
+
+/* Scratch the moe_ffn op needs (both backends agree on it). */
+static inline size_t memra_moe_scratch_bytes(int64_t n_ff_exp, int32_t n_used, int64_t T) {
+    return (size_t)(3 * n_ff_exp) * (size_t)n_used * (size_t)T * sizeof(float);
+}
+
+/* Backend constructors. n_threads <= 0: all CPUs. */
+memra_status memra_backend_cpu_init(memra_backend **out, int n_threads, memra_error *err);
+/* Fails with MEMRA_ERR_UNSUPPORTED when built without CUDA or no device is present. */
+memra_status memra_backend_cuda_init(memra_backend **out, int device, memra_error *err);
+void memra_backend_free(memra_backend *be);
+
+/* Helpers that call through the ops and turn a failure into `return st`. */
+#define MEMRA_TRY(expr)                        \
+    do {                                       \
+        memra_status memra_try_st_ = (expr);   \
+        if (memra_try_st_ != MEMRA_OK) return memra_try_st_; \
+    } while (0)
+
+#endif

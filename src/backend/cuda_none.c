@@ -1,0 +1,7 @@
+/* Built instead of src/backend/cuda/ when nvcc is absent (or NOCUDA=1). */
+#include "backend/backend.h"
+
+memra_status memra_backend_cuda_init(memra_backend **out, int device, memra_error *err) {
+    *out = NULL;
+    return memra_errorf(err, MEMRA_ERR_UNSUPPORTED, "this memra was built without CUDA (no nvcc at build time)");
+}
