@@ -18,7 +18,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc -MMD -MP
 LDLIBS  := -lpcre2-8 -lutf8proc -ljansson -lpthread -lm
 
 ifeq ($(SAN),1)
-  BUILD   := build-san
+  BUILD   := $(BUILD)-san
   CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDFLAGS += -fsanitize=address,undefined
   NOCUDA  := 1
@@ -40,7 +40,10 @@ ifeq ($(NOCUDA),1)
   LIB_SRC += src/backend/cuda_none.c
   CU_OBJ  :=
 else
-  NVFLAGS := -O3 -g -std=c++17 -arch=$(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wno-unused-parameter \
+  # -gencode, not -arch=sm_90a: the shorthand can also run a plain sm_90 pass
+  # that rejects sm_90a-only instructions (HOPPER.md). sm_90a -> compute_90a/sm_90a.
+  CUDA_SM := $(patsubst sm_%,%,$(CUDA_ARCH))
+  NVFLAGS := -O3 -g -std=c++17 -gencode=arch=compute_$(CUDA_SM),code=sm_$(CUDA_SM) -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wno-unused-parameter \
              -Werror all-warnings -Iinclude -Isrc -MMD -MP --expt-relaxed-constexpr
   CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.o)
   LDLIBS  += -L$(CUDA)/lib64 -lcudart_static -ldl -lrt -lstdc++

@@ -33,6 +33,23 @@ typedef struct memra_error {
     char msg[512];
 } memra_error;
 
+/* Sampling parameters of one request. memra_sampling_default() gives greedy
+ * decoding with every filter off. The order the sampler applies them in is
+ * fixed: penalties -> temperature -> top-k -> top-p -> min-p -> draw. */
+typedef struct memra_sampling {
+    float temperature;       /* <= 0: greedy (argmax, lowest id on ties); default 0 */
+    int32_t top_k;           /* keep the k most likely tokens; <= 0: off (default) */
+    float top_p;             /* keep the smallest set with mass >= top_p; >= 1: off (default 1) */
+    float min_p;             /* drop tokens with p < min_p * p_max; <= 0: off (default 0) */
+    float repeat_penalty;    /* CTRL-style: logit > 0 ? logit / r : logit * r; 1: off (default) */
+    float presence_penalty;  /* logit -= presence if the token occurred; 0: off (default) */
+    float frequency_penalty; /* logit -= frequency * count; 0: off (default) */
+    int32_t penalty_last_n;  /* how many recent tokens the penalties look at; < 0: all (default 64) */
+    uint64_t seed;           /* the draw at step n uses the counter-based RNG at (seed, n) */
+} memra_sampling;
+
+memra_sampling memra_sampling_default(void);
+
 /* Short constant name of a status ("MEMRA_ERR_FORMAT"). */
 const char *memra_status_str(memra_status s);
 
