@@ -18,7 +18,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc -MMD -MP
 LDLIBS  := -lpcre2-8 -lutf8proc -ljansson -lpthread -lm
 
 ifeq ($(SAN),1)
-  BUILD   := $(BUILD)-san
+  override BUILD := $(BUILD)-san
   CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDFLAGS += -fsanitize=address,undefined
   NOCUDA  := 1
@@ -76,7 +76,12 @@ $(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libmemra.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libmemra.a $(LDLIBS)
 
-tests-bin: $(TEST_BIN) $(BUILD)/memra
+# Bridge program for the Python quant cross-check (tests/py/test_quant_gguf.py).
+$(BUILD)/tests/dequant_tool: tests/tools/dequant_tool.c $(BUILD)/libmemra.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libmemra.a $(LDLIBS)
+
+tests-bin: $(TEST_BIN) $(BUILD)/memra $(BUILD)/tests/dequant_tool
 
 # The README's test command. Runs the plain build, then the ASan+UBSan build,
 # then the Python cross-checks against the reference packages.
