@@ -61,7 +61,7 @@ typedef struct memra_type_info {
 
 /* NULL for ids >= MEMRA_TYPE_COUNT or unassigned ids. */
 const memra_type_info *memra_type_get(uint32_t type);
-const char *memra_type_name(uint32_t type); /* "type 99" style fallback in a static buffer is NOT used: returns "?" */
+const char *memra_type_name(uint32_t type); /* "?" for an unknown id */
 
 /* Bytes of a row of n elements; 0 if the type is unknown or n is not a
  * multiple of its block size (callers treat 0 as an error). */
@@ -70,9 +70,10 @@ size_t memra_type_row_bytes(uint32_t type, int64_t n);
 /* Dequantizes n elements (n a multiple of the block size) of a row. */
 void memra_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
 
-/* Reference dot product of a row of n quantized elements with fp32 x,
- * accumulated in fp32 block by block in index order (fixed order: the result
- * does not depend on threading or batch size). */
+/* Reference dot product of a row of n quantized elements with fp32 x: 16
+ * interleaved fp32 partial sums (element i goes to sum i % 16, in index order)
+ * added in a fixed pairwise tree at the end. The order depends only on n, never
+ * on threading or batch size, and the loop vectorizes without -ffast-math. */
 float memra_dot_row(uint32_t type, const void *row, const float *x, int64_t n);
 
 /* Scalar conversions used everywhere (round to nearest even where it matters). */
