@@ -89,6 +89,8 @@ memra_status memra_gguf_open_buffer(const void *data, size_t size, memra_gguf **
  * parsed before the error (out is set even on failure unless allocation failed)
  * and the error says where it stopped. Tensor data is not required to be valid. */
 memra_status memra_gguf_open_partial(const char *path, memra_gguf **out, memra_error *err);
+/* The same lenient parse over a caller-owned buffer (fuzzing, tests). */
+memra_status memra_gguf_open_buffer_partial(const void *data, size_t size, memra_gguf **out, memra_error *err);
 
 void memra_gguf_free(memra_gguf *g);
 
