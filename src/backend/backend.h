@@ -51,7 +51,9 @@ typedef struct memra_batch {
     int32_t *seq_start; /* [n_seqs + 1] tokens of sequence s: [seq_start[s], seq_start[s+1]) */
     int32_t *slot;      /* [n_seqs] cache slot of sequence s */
     int32_t *tok_seq;   /* [T] index of the sequence each token belongs to */
-    /* device mirrors (== the host arrays on the CPU backend) */
+    /* device mirrors: backend memory from ops->alloc (memra_batch_init); ops
+     * read these, never the host arrays (on the CPU they are host memory too,
+     * filled by batch_upload's memcpy) */
     int32_t *d_tokens, *d_pos, *d_seq_start, *d_slot, *d_tok_seq;
     int32_t max_tokens, max_seqs; /* capacity of all the arrays above */
 } memra_batch;
@@ -79,6 +81,7 @@ typedef struct memra_moe_params {
 } memra_moe_params;
 
 typedef struct memra_backend memra_backend;
+typedef struct memra_graph memra_graph; /* a captured step (graph capture entries below) */
 
 typedef struct memra_backend_ops {
     /* ---- memory ---- */
@@ -172,6 +175,22 @@ typedef struct memra_backend_ops {
     memra_status (*argmax)(memra_backend *be, const float *logits, int64_t n, int64_t T, int32_t *out);
 
     void (*destroy)(memra_backend *be);
+
+    /* ---- graph capture (added by the CUDA backend; optional, NULL where a
+     * backend has none) ----
+     * graph_begin: the ops called next are recorded instead of run, until
+     * graph_end returns them as a graph; graph_launch replays it on the
+     * backend's stream. A replay reads buffers and the batch's d_* mirrors at
+     * the addresses captured, so the caller refills them in place: fill the
+     * host arrays, batch_upload (outside the capture), then graph_launch.
+     * alloc/upload/download/batch_upload fail while capturing. Ops whose
+     * launch shape depends on T or n_seqs need one graph per (T, n_seqs). */
+    memra_status (*graph_begin)(memra_backend *be);
+    memra_status (*graph_end)(memra_backend *be, memra_graph **out);
+    memra_status (*graph_launch)(memra_backend *be, memra_graph *g);
+    void (*graph_free)(memra_backend *be, memra_graph *g);
+    /* Message of the last failed op (ops take no memra_error); optional. */
+    const char *(*last_error)(memra_backend *be);
 } memra_backend_ops;
 
 struct memra_backend {
@@ -190,6 +209,18 @@ memra_status memra_backend_cpu_init(memra_backend **out, int n_threads, memra_er
 /* Fails with MEMRA_ERR_UNSUPPORTED when built without CUDA or no device is present. */
 memra_status memra_backend_cuda_init(memra_backend **out, int device, memra_error *err);
 void memra_backend_free(memra_backend *be);
+
+/* Batch arrays for up to max_tokens tokens in max_seqs sequences: host arrays
+ * (malloc) and their device mirrors (be->ops->alloc). */
+memra_status memra_batch_init(memra_backend *be, int32_t max_tokens, int32_t max_seqs, memra_batch *b,
+                              memra_error *err);
+void memra_batch_free(memra_backend *be, memra_batch *b);
+/* Empties the batch (n_tokens = n_seqs = 0). */
+void memra_batch_clear(memra_batch *b);
+/* Appends a run of n tokens of the sequence in `slot` at positions pos0 ..
+ * pos0+n-1 (host arrays only; memra_forward uploads). MEMRA_ERR_LIMIT when it
+ * does not fit, MEMRA_ERR_INVALID for n < 1. */
+memra_status memra_batch_add(memra_batch *b, int32_t slot, const int32_t *tokens, int32_t n, int32_t pos0);
 
 /* Helpers that call through the ops and turn a failure into `return st`. */
 #define MEMRA_TRY(expr)                        \

@@ -1,0 +1,281 @@
+/* The Qwen3.5 forward pass (spec §12), written once against the backend ops.
+ *
+ *   x = token_embd[tokens]
+ *   for each trunk layer:
+ *       x += Mixer(rmsnorm(x, attn_norm))          GDN or gated full attention
+ *       x += FFN(rmsnorm(x, post_attention_norm))  dense SwiGLU or MoE + shared expert
+ *   logits = output . rmsnorm(x, output_norm)     (output = token_embd when tied)
+ *
+ * Activations are [T][n] rows; every op keeps a token's row independent of
+ * the rest of the batch, so a sequence gets the same logits alone or batched.
+ * MTP layers (n_trunk .. n_layer-1) are not run. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+
+typedef struct fw {
+    const memra_model *m;
+    const memra_model_config *c;
+    memra_state *st;
+    memra_batch *b;
+    memra_backend *be;
+    int64_t T;
+    memra_error *err;
+} fw;
+
+/* Runs a backend op; a failure names the layer and the op. */
+#define OP(f, il, what, call)                                              \
+    do {                                                                   \
+        memra_status op_st_ = (f)->be->ops->call;                          \
+        if (op_st_ != MEMRA_OK) return op_failed((f), (il), (what), op_st_); \
+    } while (0)
+
+static memra_status op_failed(const fw *f, int il, const char *what, memra_status st) {
+    const char *detail = f->be->ops->last_error ? f->be->ops->last_error(f->be) : NULL;
+    return memra_errorf(f->err, st, "forward: layer %d: %s failed on backend %s (%s%s%s)", il, what, f->be->name,
+                        memra_status_str(st), detail && *detail ? ": " : "", detail ? detail : "");
+}
+
+/* Gated full attention (spec §4.2). wq rows per head are [q(hd) | gate(hd)],
+ * so q heads sit at stride 2*hd and each gate right after its q. */
+static memra_status attn_block(fw *f, int il) {
+    const memra_model_config *c = f->c;
+    const memra_layer *L = &f->m->layers[il];
+    memra_state *st = f->st;
+    int64_t T = f->T, hd = c->head_dim, q_dim = (int64_t)c->n_head * hd, kv_dim = (int64_t)c->n_kv * hd;
+    float *qg = st->big;              /* [T][n_head][2*hd]: q | gate per head */
+    float *k = qg + T * 2 * q_dim;    /* [T][kv_dim] */
+    float *v = k + T * kv_dim;        /* [T][kv_dim] */
+    float *o = st->mid;               /* [T][q_dim] */
+    OP(f, il, "attn_q", matmul(f->be, L->wq, st->xn, qg, T, 0));
+    OP(f, il, "attn_k", matmul(f->be, L->wk, st->xn, k, T, 0));
+    OP(f, il, "attn_v", matmul(f->be, L->wv, st->xn, v, T, 0));
+    /* per-head norms come before RoPE; the gate gets neither */
+    OP(f, il, "q_norm", rmsnorm(f->be, qg, 2 * hd, L->q_norm, qg, 2 * hd, hd, T * c->n_head, c->rms_eps));
+    OP(f, il, "k_norm", rmsnorm(f->be, k, hd, L->k_norm, k, hd, hd, T * c->n_kv, c->rms_eps));
+    /* text-only IMROPE = NeoX RoPE at position p on the first n_rot dims (spec §4.3) */
+    OP(f, il, "rope q", rope_neox(f->be, qg, f->b, c->n_head, 2 * hd, 2 * q_dim, c->n_rot, c->rope_theta));
+    OP(f, il, "rope k", rope_neox(f->be, k, f->b, c->n_kv, hd, kv_dim, c->n_rot, c->rope_theta));
+    OP(f, il, "kv_store", kv_store(f->be, f->b, st->k_cache[il], st->v_cache[il], st->n_ctx, kv_dim, k, v));
+    OP(f, il, "attention",
+       attention(f->be, f->b, st->k_cache[il], st->v_cache[il], st->n_ctx, qg, qg + hd, 2 * q_dim, 2 * hd,
+                 c->n_head, c->n_kv, (int32_t)hd, 1.0f / sqrtf((float)hd), o));
+    OP(f, il, "attn_output", matmul(f->be, L->wo, o, st->x, T, 1));
+    return MEMRA_OK;
+}
+
+/* Gated DeltaNet (spec §5.3-5.6). */
+static memra_status gdn_block(fw *f, int il) {
+    const memra_model_config *c = f->c;
+    const memra_layer *L = &f->m->layers[il];
+    memra_state *st = f->st;
+    int64_t T = f->T;
+    float *mixed = st->big;            /* [T][conv_dim] */
+    float *z = mixed + T * c->conv_dim; /* [T][value_dim] */
+    float *braw = z + T * c->value_dim; /* [T][n_v] */
+    float *araw = braw + T * c->n_v;    /* [T][n_v] */
+    float *y = st->mid;                 /* [T][value_dim] */
+    OP(f, il, "attn_qkv", matmul(f->be, L->ssm_qkv, st->xn, mixed, T, 0));
+    OP(f, il, "attn_gate", matmul(f->be, L->ssm_z, st->xn, z, T, 0));
+    OP(f, il, "ssm_beta", matmul(f->be, L->ssm_beta, st->xn, braw, T, 0));
+    OP(f, il, "ssm_alpha", matmul(f->be, L->ssm_alpha, st->xn, araw, T, 0));
+    memra_gdn_params p = {
+        .conv1d = L->ssm_conv,
+        .dt_bias = L->ssm_dt,
+        .a = L->ssm_a,
+        .norm = L->ssm_norm,
+        .d_conv = c->d_conv,
+        .n_k = c->n_k,
+        .n_v = c->n_v,
+        .d_k = c->d_k,
+        .d_v = c->d_v,
+        .kv_tiled = c->kv_tiled,
+        .eps = c->rms_eps,
+        .l2_eps = 1e-6f, /* HF/FLA l2norm: x * rsqrt(sum x^2 + 1e-6) */
+    };
+    OP(f, il, "gdn", gdn(f->be, f->b, &p, st->conv[il], st->ssm[il], mixed, z, braw, araw, y));
+    OP(f, il, "ssm_out", matmul(f->be, L->ssm_out, y, st->x, T, 1));
+    return MEMRA_OK;
+}
+
+/* SwiGLU: out = down . (silu(gate . x) * (up . x)), accumulated into y. */
+static memra_status swiglu_mlp(fw *f, int il, const memra_weight *gate, const memra_weight *up,
+                               const memra_weight *down, float *y, int accumulate) {
+    memra_state *st = f->st;
+    int64_t T = f->T, n = gate->ne[1];
+    float *g = st->big + (f->c->is_moe ? T * f->c->n_expert : 0); /* [T][n] (after the router logits) */
+    float *u = g + T * n;                                          /* [T][n] */
+    OP(f, il, "ffn gate", matmul(f->be, gate, st->xn, g, T, 0));
+    OP(f, il, "ffn up", matmul(f->be, up, st->xn, u, T, 0));
+    OP(f, il, "swiglu", swiglu(f->be, g, u, st->mid, n, T));
+    OP(f, il, "ffn down", matmul(f->be, down, st->mid, y, T, accumulate));
+    return MEMRA_OK;
+}
+
+/* MoE (spec §6.2): softmax over all experts, top-k, renormalise; plus the
+ * shared expert scaled by sigmoid(w_shgate . x). */
+static memra_status moe_block(fw *f, int il) {
+    const memra_model_config *c = f->c;
+    const memra_layer *L = &f->m->layers[il];
+    memra_state *st = f->st;
+    int64_t T = f->T, H = c->n_embd;
+    float *router = st->big; /* [T][n_expert] */
+    OP(f, il, "ffn_gate_inp", matmul(f->be, L->ffn_router, st->xn, router, T, 0));
+    OP(f, il, "moe_route", moe_route(f->be, router, T, c->n_expert, c->n_expert_used, st->ids, st->route_w));
+    memra_moe_params p = {L->gate_exps, L->up_exps, L->down_exps, c->n_expert, c->n_expert_used};
+    OP(f, il, "moe_ffn", moe_ffn(f->be, &p, st->xn, st->ids, st->route_w, st->tmp, T, st->moe_scratch));
+    OP(f, il, "moe add", add(f->be, st->x, st->tmp, T * H));
+    if (!L->shexp_gate) return MEMRA_OK;
+    MEMRA_TRY(swiglu_mlp(f, il, L->shexp_gate, L->shexp_up, L->shexp_down, st->tmp, 0));
+    float *sg = st->big + T * c->n_expert + 2 * T * c->n_ff_shexp; /* [T][1] */
+    OP(f, il, "ffn_gate_inp_shexp", matmul(f->be, L->shexp_gate_inp, st->xn, sg, T, 0));
+    OP(f, il, "shared expert add", add_sigmoid_scaled(f->be, st->x, st->tmp, sg, 1, H, T));
+    return MEMRA_OK;
+}
+
+/* Host-side checks of a caller-filled batch (the ops trust it). */
+static memra_status check_batch(const memra_model *m, const memra_state *st, const memra_batch *b,
+                                memra_error *err) {
+    if (b->n_tokens < 1 || b->n_tokens > st->max_tokens || b->n_tokens > b->max_tokens)
+        return memra_errorf(err, MEMRA_ERR_INVALID, "batch: %d tokens (capacity %d)", b->n_tokens,
+                            st->max_tokens < b->max_tokens ? st->max_tokens : b->max_tokens);
+    if (b->n_seqs < 1 || b->n_seqs > st->max_seqs || b->n_seqs > b->max_seqs)
+        return memra_errorf(err, MEMRA_ERR_INVALID, "batch: %d sequences (capacity %d)", b->n_seqs,
+                            st->max_seqs < b->max_seqs ? st->max_seqs : b->max_seqs);
+    if (b->seq_start[0] != 0 || b->seq_start[b->n_seqs] != b->n_tokens)
+        return memra_errorf(err, MEMRA_ERR_INVALID, "batch: sequences do not cover tokens [0, %d)", b->n_tokens);
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        int32_t t0 = b->seq_start[s], t1 = b->seq_start[s + 1];
+        if (t1 <= t0) return memra_errorf(err, MEMRA_ERR_INVALID, "batch: sequence %d is empty", s);
+        if (b->slot[s] < 0 || b->slot[s] >= st->n_slots)
+            return memra_errorf(err, MEMRA_ERR_INVALID, "batch: sequence %d: slot %d out of range [0, %d)", s,
+                                b->slot[s], st->n_slots);
+        for (int32_t s2 = 0; s2 < s; s2++)
+            if (b->slot[s2] == b->slot[s])
+                return memra_errorf(err, MEMRA_ERR_INVALID, "batch: sequences %d and %d share slot %d", s2, s,
+                                    b->slot[s]);
+        for (int32_t t = t0; t < t1; t++) {
+            if (b->tok_seq[t] != s)
+                return memra_errorf(err, MEMRA_ERR_INVALID, "batch: token %d: tok_seq %d, expected %d", t,
+                                    b->tok_seq[t], s);
+            if (b->tokens[t] < 0 || b->tokens[t] >= m->cfg.n_vocab)
+                return memra_errorf(err, MEMRA_ERR_INVALID, "batch: token %d: id %d is outside the vocabulary [0, %lld)",
+                                    t, b->tokens[t], (long long)m->cfg.n_vocab);
+            if ((int64_t)b->pos[t] != (int64_t)b->pos[t0] + (t - t0) || b->pos[t] < 0)
+                return memra_errorf(err, MEMRA_ERR_INVALID, "batch: sequence %d: positions must be consecutive "
+                                    "from %d (token %d has %d)", s, b->pos[t0], t, b->pos[t]);
+            if (b->pos[t] >= st->n_ctx)
+                return memra_errorf(err, MEMRA_ERR_LIMIT, "batch: sequence %d: position %d is beyond the context of "
+                                    "%d tokens", s, b->pos[t], st->n_ctx);
+        }
+    }
+    return MEMRA_OK;
+}
+
+static memra_status logits_rows(fw *f, const float *rows, int64_t n, float *host) {
+    const memra_model *m = f->m;
+    memra_state *st = f->st;
+    int64_t V = m->cfg.n_vocab;
+    OP(f, -1, "output_norm", rmsnorm(f->be, rows, m->cfg.n_embd, m->output_norm, st->xn, m->cfg.n_embd,
+                                     m->cfg.n_embd, n, m->cfg.rms_eps));
+    OP(f, -1, "output", matmul(f->be, m->output, st->xn, st->logits, n, 0));
+    if (host) {
+        OP(f, -1, "sync", sync(f->be));
+        OP(f, -1, "download logits", download(f->be, host, st->logits, (size_t)(n * V) * sizeof(float)));
+    }
+    return MEMRA_OK;
+}
+
+memra_status memra_forward_prepare(const memra_model *m, memra_state *st, memra_batch *b, memra_error *err) {
+    MEMRA_TRY(check_batch(m, st, b, err));
+    for (int32_t s = 0; s < b->n_seqs; s++)
+        if (b->pos[b->seq_start[s]] == 0) MEMRA_TRY(memra_state_clear_slot(m, st, b->slot[s], err));
+    fw f = {m, &m->cfg, st, b, m->be, b->n_tokens, err};
+    OP(&f, -1, "batch_upload", batch_upload(f.be, b));
+    return MEMRA_OK;
+}
+
+/* Embedding and the trunk layers; st->x ends as the last layer's output.
+ * hidden (host) receives the embedding and each layer's output. */
+static memra_status run_trunk(fw *f, float *hidden) {
+    const memra_model *m = f->m;
+    const memra_model_config *c = f->c;
+    memra_state *st = f->st;
+    int64_t T = f->T, H = c->n_embd;
+    size_t bytes = (size_t)(T * H) * sizeof(float);
+    OP(f, -1, "embed", embed(f->be, m->tok_embd, f->b, st->x));
+    if (hidden) {
+        OP(f, -1, "sync", sync(f->be));
+        OP(f, -1, "download hidden", download(f->be, hidden, st->x, bytes));
+    }
+    for (int il = 0; il < c->n_trunk; il++) {
+        const memra_layer *L = &m->layers[il];
+        OP(f, il, "attn_norm", rmsnorm(f->be, st->x, H, L->attn_norm, st->xn, H, H, T, c->rms_eps));
+        if (L->kind == MEMRA_LAYER_GDN) MEMRA_TRY(gdn_block(f, il));
+        else MEMRA_TRY(attn_block(f, il));
+        OP(f, il, "post_attention_norm", rmsnorm(f->be, st->x, H, L->post_norm, st->xn, H, H, T, c->rms_eps));
+        if (c->is_moe) MEMRA_TRY(moe_block(f, il));
+        else MEMRA_TRY(swiglu_mlp(f, il, L->ffn_gate, L->ffn_up, L->ffn_down, st->x, 1));
+        if (hidden) {
+            OP(f, il, "sync", sync(f->be));
+            OP(f, il, "download hidden", download(f->be, hidden + (size_t)(il + 1) * (size_t)(T * H), st->x, bytes));
+        }
+    }
+    return MEMRA_OK;
+}
+
+/* The rows whose logits are wanted in last-token mode: each sequence's last
+ * token. A decode batch (one token per sequence) needs no gather. */
+static memra_status gather_last(fw *f, const float **rows) {
+    const memra_batch *b = f->b;
+    int64_t H = f->c->n_embd;
+    if (b->n_tokens == b->n_seqs) {
+        *rows = f->st->x;
+        return MEMRA_OK;
+    }
+    for (int32_t s = 0; s < b->n_seqs; s++)
+        OP(f, -1, "gather", copy(f->be, f->st->tmp + (int64_t)s * H, f->st->x + (int64_t)(b->seq_start[s + 1] - 1) * H,
+                                 (size_t)H * sizeof(float)));
+    *rows = f->st->tmp;
+    return MEMRA_OK;
+}
+
+memra_status memra_forward_run(const memra_model *m, memra_state *st, const memra_batch *b, int all_logits,
+                               memra_error *err) {
+    fw f = {m, &m->cfg, st, (memra_batch *)b, m->be, b->n_tokens, err};
+    if (all_logits && f.T > st->logit_rows)
+        return memra_errorf(err, MEMRA_ERR_INVALID, "forward: %lld tokens of logits do not fit the state's %d rows",
+                            (long long)f.T, st->logit_rows);
+    MEMRA_TRY(run_trunk(&f, NULL));
+    const float *rows = st->x;
+    if (!all_logits) MEMRA_TRY(gather_last(&f, &rows));
+    return logits_rows(&f, rows, all_logits ? f.T : b->n_seqs, NULL);
+}
+
+memra_status memra_forward(const memra_model *m, memra_state *st, memra_batch *b, const memra_forward_opts *opts,
+                           memra_error *err) {
+    static const memra_forward_opts defaults = {0};
+    if (!opts) opts = &defaults;
+    if (opts->all_logits && !opts->logits && b->n_tokens > st->logit_rows)
+        return memra_errorf(err, MEMRA_ERR_INVALID, "forward: %d tokens of logits do not fit the state's %d rows; "
+                            "pass a host buffer", b->n_tokens, st->logit_rows);
+    MEMRA_TRY(memra_forward_prepare(m, st, b, err));
+    fw f = {m, &m->cfg, st, b, m->be, b->n_tokens, err};
+    int64_t T = f.T, H = m->cfg.n_embd, V = m->cfg.n_vocab;
+    MEMRA_TRY(run_trunk(&f, opts->hidden));
+    if (opts->all_logits) {
+        /* in chunks of the logits buffer's rows */
+        for (int64_t r0 = 0; r0 < T; r0 += st->logit_rows) {
+            int64_t n = T - r0 < st->logit_rows ? T - r0 : st->logit_rows;
+            MEMRA_TRY(logits_rows(&f, st->x + r0 * H, n, opts->logits ? opts->logits + r0 * V : NULL));
+        }
+    } else {
+        const float *rows;
+        MEMRA_TRY(gather_last(&f, &rows));
+        MEMRA_TRY(logits_rows(&f, rows, b->n_seqs, opts->logits));
+    }
+    OP(&f, -1, "sync", sync(f.be));
+    return MEMRA_OK;
+}
