@@ -16,6 +16,13 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC $(WARN) -Iinclude -Isrc -MMD -MP
 LDLIBS  := -lpcre2-8 -lutf8proc -ljansson -lpthread -lm
+# DEPS=DIR: headers in DIR/include and static libraries in DIR/lib, for a
+# machine without the -dev packages (the GPU machine: see bench/run_gpu.sh).
+DEPS    ?=
+ifneq ($(DEPS),)
+  CFLAGS += -I$(DEPS)/include
+  LDLIBS := $(DEPS)/lib/libpcre2-8.a $(DEPS)/lib/libutf8proc.a $(DEPS)/lib/libjansson.a -lpthread -lm
+endif
 
 ifeq ($(SAN),1)
   override BUILD := $(BUILD)-san

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Checks `memra bench` and `memra gate model` on the CPU backend.
+
+bench: on tests/data/tiny-dense.bf16.gguf and tiny-moe.bf16.gguf with tiny
+sizes, the CSV must have its header once and every metric (copy_bw, prefill
+per length, decode / decode_bytes / decode_gbps per depth) with finite
+positive values; the decode bytes per token must equal an independent
+computation from the GGUF (gguf package: trunk tensors once, token_embd one
+row, expert tensors n_used/n_expert, MTP layers left out; KV rows and GDN
+state from the shapes), bytes = weights + kv + state, GB/s = bytes / time,
+fraction = GB/s / copy_bw. Bad options exit 2.
+
+gate model: passes on tests/data, and fails (exit 1) when the tolerance is
+set below what float32 can reach, so the gate can fail.
+
+Run from the repo root; MEMRA_BIN picks the binary (default build/memra)."""
+import csv
+import io
+import math
+import os
+import subprocess
+import sys
+
+import gguf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("MEMRA_BIN", os.path.join(ROOT, "build", "memra"))
+DATA = os.path.join(ROOT, "tests", "data")
+
+passed = failed = 0
+
+
+def check(cond, msg):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {msg}", file=sys.stderr)
+
+
+def run(*args, timeout=60):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True, errors="replace", timeout=timeout, cwd=ROOT)
+    return p.returncode, p.stdout, p.stderr
+
+
+def field(r, key):
+    f = r.get_field(key)
+    return None if f is None else f.contents()
+
+
+def expected_bytes(path, depth, n_steps):
+    """Weight, KV and state bytes of one decode step averaged over the steps at depth .. depth+n_steps-1."""
+    r = gguf.GGUFReader(path)
+    arch = field(r, "general.architecture")
+    n_layer = field(r, f"{arch}.block_count")
+    n_trunk = n_layer - (field(r, f"{arch}.nextn_predict_layers") or 0)
+    n_expert = field(r, f"{arch}.expert_count") or 0
+    n_used = field(r, f"{arch}.expert_used_count") or 0
+    t = {x.name: x for x in r.tensors}
+    emb = t["token_embd.weight"]
+    w = emb.n_bytes / int(emb.shape[1])  # one row
+    w += t["output_norm.weight"].n_bytes
+    w += (t.get("output.weight") or emb).n_bytes  # tied: the lm_head streams the embedding
+    n_attn = n_gdn = 0
+    for name, x in t.items():
+        if not name.startswith("blk."):
+            continue
+        il = int(name.split(".")[1])
+        if il >= n_trunk:
+            continue
+        if name.endswith("_exps.weight"):
+            w += x.n_bytes * n_used / n_expert
+        else:
+            w += x.n_bytes
+        if name.endswith(".attn_q.weight"):
+            n_attn += 1
+        if name.endswith(".ssm_a"):
+            n_gdn += 1
+    hd = field(r, f"{arch}.attention.key_length")
+    n_kv = field(r, f"{arch}.attention.head_count_kv")
+    if isinstance(n_kv, list):
+        n_kv = max(n_kv)
+    kv_row = n_kv * hd * 4
+    kv = sum(n_attn * (2 * kv_row * (p + 1) + 2 * kv_row) for p in range(depth, depth + n_steps)) / n_steps
+    conv = t["blk.0.ssm_conv1d.weight"]
+    d_conv, conv_dim = int(conv.shape[0]), int(conv.shape[1])
+    n_v = int(t["blk.0.ssm_a"].shape[0])
+    d_v = int(t["blk.0.ssm_norm.weight"].shape[0])
+    d_k = field(r, f"{arch}.ssm.state_size")
+    state = n_gdn * 2 * (n_v * d_v * d_k * 4 + conv_dim * (d_conv - 1) * 4)
+    return w, kv, state
+
+
+def close(a, b, rel=1e-4):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1.0)
+
+
+def test_bench(model, prefill, depths, n_dec):
+    path = os.path.join(DATA, model)
+    rc, out, err = run("bench", "-m", path, "--backend", "cpu", "--threads", "2", "--prefill",
+                       ",".join(map(str, prefill)), "--depth", ",".join(map(str, depths)), "--decode-tokens",
+                       str(n_dec), "--reps", "2", "--copy-mib", "16", "--chunk", "16", "--csv")
+    check(rc == 0, f"{model}: bench exit {rc}: {err[-500:]}")
+    lines = out.strip().splitlines()
+    check(len(lines) > 1 and lines[0].startswith("model,backend,metric,value,unit,ceiling_gbps,fraction"),
+          f"{model}: CSV header: {lines[:1]}")
+    check(sum(1 for l in lines if l.startswith("model,")) == 1, f"{model}: header printed once")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    check("decode" in err and "copy bandwidth" in err, f"{model}: human table on stderr with --csv")
+    by = {}
+    for r in rows:
+        by.setdefault(r["metric"], []).append(r)
+        check(r["model"] == model and r["backend"] == "cpu", f"{model}: row names model and backend: {r}")
+        v = float(r["value"])
+        check(math.isfinite(v) and v > 0, f"{model}: {r['metric']} value {r['value']} is finite and positive")
+        c = float(r["ceiling_gbps"])
+        check(math.isfinite(c) and c > 0, f"{model}: {r['metric']} ceiling {r['ceiling_gbps']}")
+    check(len(by.get("copy_bw", [])) == 1, f"{model}: one copy_bw row")
+    ceiling = float(by["copy_bw"][0]["value"]) if by.get("copy_bw") else float("nan")
+    check(sorted(int(r["n_tokens"]) for r in by.get("prefill", [])) == sorted(prefill),
+          f"{model}: a prefill row per length")
+    for r in by.get("prefill", []):
+        T, tps, ms = int(r["n_tokens"]), float(r["value"]), float(r["ms_per_token"])
+        check(close(tps * ms / 1e3, 1.0, 1e-3), f"{model}: prefill {T}: tok/s x ms/tok = 1")
+    for metric in ("decode", "decode_bytes", "decode_gbps"):
+        check(sorted(int(r["depth"]) for r in by.get(metric, [])) == sorted(depths),
+              f"{model}: a {metric} row per depth")
+    for r in by.get("decode", []):
+        d = int(r["depth"])
+        check(int(r["n_tokens"]) == n_dec, f"{model}: depth {d}: {n_dec} decode tokens")
+        w, kv, st = expected_bytes(path, d, n_dec)
+        bw, bkv, bst, b = (float(r[k]) for k in ("weight_bytes", "kv_bytes", "state_bytes", "bytes_per_token"))
+        check(close(bw, w), f"{model}: depth {d}: weight bytes {bw:.0f}, from the GGUF {w:.0f}")
+        check(close(bkv, kv), f"{model}: depth {d}: kv bytes {bkv:.0f}, expected {kv:.0f}")
+        check(close(bst, st), f"{model}: depth {d}: state bytes {bst:.0f}, expected {st:.0f}")
+        check(close(b, bw + bkv + bst), f"{model}: depth {d}: bytes/token = weights + kv + state")
+        tps, ms, frac = float(r["value"]), float(r["ms_per_token"]), float(r["fraction"])
+        check(close(tps * ms / 1e3, 1.0, 1e-3), f"{model}: depth {d}: tok/s x ms/tok = 1")
+        gbps = b / (ms / 1e3) / 1e9
+        check(close(frac, gbps / ceiling, 1e-2), f"{model}: depth {d}: fraction {frac} = {gbps:.4g} / {ceiling:.4g}")
+        g = [x for x in by.get("decode_gbps", []) if int(x["depth"]) == d]
+        check(len(g) == 1 and close(float(g[0]["value"]), gbps, 1e-3), f"{model}: depth {d}: decode_gbps")
+    if len(depths) > 1 and len(by.get("decode_bytes", [])) == len(depths):
+        kvs = [float(r["kv_bytes"]) for r in sorted(by["decode_bytes"], key=lambda r: int(r["depth"]))]
+        check(all(a < b for a, b in zip(kvs, kvs[1:])), f"{model}: KV bytes grow with depth: {kvs}")
+
+
+def test_usage():
+    rc, _, err = run("bench")
+    check(rc == 2 and "-m FILE" in err, f"bench without -m: exit {rc}")
+    rc, _, _ = run("bench", "-m", os.path.join(DATA, "tiny-dense.bf16.gguf"), "--prefill", "12,x")
+    check(rc == 2, f"bench --prefill 12,x: exit {rc}")
+    rc, _, _ = run("bench", "-m", os.path.join(DATA, "tiny-dense.bf16.gguf"), "--backend", "tpu")
+    check(rc == 2, f"bench --backend tpu: exit {rc}")
+    rc, _, err = run("bench", "-m", os.path.join(DATA, "missing.gguf"), "--backend", "cpu")
+    check(rc == 1 and "missing.gguf" in err, f"bench on a missing file: exit {rc}, {err.strip()[:200]}")
+
+
+def test_gate():
+    rc, out, err = run("gate", "model", "--backend", "cpu", "--fixtures", DATA, timeout=120)
+    if rc == 2 and "model" not in out + err.split("usage")[0]:
+        check(False, "`memra gate model` is not wired into cli/cmd_gate.c (memra_gate_model in cli/gate_model.h)")
+        return
+    check(rc == 0, f"gate model --backend cpu on tests/data: exit {rc}\n{out[-2000:]}{err[-500:]}")
+    rows = [l for l in out.splitlines() if l.split()[:1] and l.split()[0] in ("tiny-dense", "tiny-moe")]
+    files = {l.split()[1] for l in rows}
+    want = {f for f in os.listdir(DATA) if f.startswith(("tiny-dense.", "tiny-moe.")) and f.endswith(".gguf")}
+    check(files == want, f"gate model ran every tests/data model: {sorted(files)} vs {sorted(want)}")
+    for metric in ("prefill", "decode", "greedy"):
+        n = sum(1 for l in rows if l.split()[2] == metric and " ok " in l)
+        check(n == len(want), f"gate model: {metric} ok for {n} of {len(want)} files")
+    # a bar float32 cannot reach: the gate must fail, and say so
+    rc, out, _ = run("gate", "model", "--backend", "cpu", "--fixtures", DATA, "--tol", "1e-9", "--only", "tiny-dense.f32",
+                     timeout=120)
+    check(rc == 1 and "FAIL" in out, f"gate model with --tol 1e-9 fails: exit {rc}")
+    rc, _, _ = run("gate", "model", "--backend", "cpu", "--fixtures", os.path.join(DATA, "no-such-dir"))
+    check(rc == 1, f"gate model on an empty folder: exit {rc} (nothing checked is a failure)")
+
+
+def main():
+    if not os.path.exists(BIN):
+        print(f"test_bench: {BIN} is missing (run make)", file=sys.stderr)
+        print("test_bench: 0 passed, 1 failed")
+        return 1
+    test_usage()
+    test_bench("tiny-dense.bf16.gguf", [8, 40], [0, 24], 6)
+    test_bench("tiny-moe.bf16.gguf", [20], [0, 5], 4)
+    test_gate()
+    print(f"test_bench: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
