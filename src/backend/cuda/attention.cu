@@ -1,0 +1,227 @@
+/* kv_store and gated causal GQA attention over fp32 KV caches.
+ *
+ * attention runs in two kernels. Phase 1 cuts each token's context [0, pos]
+ * into splits of ATT_SPLIT = 256 positions (a fixed size) and, per split and
+ * per q head, writes the partial softmax state (m = max score, l = sum of
+ * exp(score - m), o = sum of exp(score - m) v) to the workspace. Phase 2
+ * combines a token's splits in split order 0, 1, 2, ... and applies the
+ * sigmoid gate. Split boundaries depend only on positions, so a token's
+ * result depends on nothing but its own q and its sequence's cache: not on T,
+ * not on how many splits or blocks a launch uses (batch invariance). */
+#include <math.h>
+
+#include "backend/cuda/ops.cuh"
+
+#define ATT_SPLIT 256
+#define ATT_MAX_G 16     /* q heads per kv head */
+#define ATT_MAX_HD 512
+#define ATT_WS_TARGET ((size_t)256 << 20) /* workspace per launch chunk of tokens */
+
+/* ---- kv_store ---- */
+
+/* Launch contract: grid (ceil(kv_dim / 256), T), block 256; thread i copies
+ * element i of token blockIdx.y's k and v rows to [slot][pos]. Positions
+ * outside [0, n_ctx) are dropped (the model checks the context limit). */
+__global__ void k_kv_store(const int32_t *__restrict__ pos, const int32_t *__restrict__ tok_seq,
+                           const int32_t *__restrict__ slot, float *__restrict__ kc, float *__restrict__ vc,
+                           int32_t n_ctx, int64_t kv_dim, const float *__restrict__ k, const float *__restrict__ v) {
+    int64_t t = blockIdx.y, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= kv_dim) return;
+    int32_t p = pos[t];
+    if (p < 0 || p >= n_ctx) return;
+    int64_t dst = ((int64_t)slot[tok_seq[t]] * n_ctx + p) * kv_dim + i;
+    kc[dst] = k[t * kv_dim + i];
+    vc[dst] = v[t * kv_dim + i];
+}
+
+memra_status cuda_op_kv_store(memra_backend *be, const memra_batch *b, float *k_cache, float *v_cache, int32_t n_ctx,
+                              int64_t kv_dim, const float *k, const float *v) {
+    int64_t T = b->n_tokens;
+    if (n_ctx <= 0 || kv_dim <= 0 || T > 65535)
+        return CUDA_INVALID(be, "kv_store: n_ctx %d, kv_dim %lld, T %lld", n_ctx, (long long)kv_dim, (long long)T);
+    if (T <= 0) return MEMRA_OK;
+    dim3 grid((unsigned)((kv_dim + 255) / 256), (unsigned)T);
+    k_kv_store<<<grid, 256, 0, cuda_of(be)->stream>>>(b->d_pos, b->d_tok_seq, b->d_slot, k_cache, v_cache, n_ctx,
+                                                      kv_dim, k, v);
+    return CUDA_LAUNCHED(be, "kv_store");
+}
+
+/* ---- attention ---- */
+
+typedef struct att_args {
+    const int32_t *pos, *tok_seq, *slot; /* device batch arrays, already offset to the chunk's first token */
+    const float *kc, *vc;                /* [n_slots][n_ctx][n_kv * hd] */
+    const float *q, *gate;               /* offset to the chunk's first token */
+    int64_t q_tok_stride, q_head_stride;
+    int32_t n_ctx, n_head, n_kv, hd, G, max_splits;
+    float scale;
+    float *part; /* [Tc][n_head][max_splits][hd + 2]: m, l, o[hd] */
+    float *out;  /* offset to the chunk's first token: [Tc][n_head * hd] */
+} att_args;
+
+/* Phase 1. Launch contract: grid (max_splits, n_kv, Tc), block 256 (8 warps),
+ * dynamic shared memory G * (hd + ATT_SPLIT) floats. Block (sp, kvh, t)
+ * owns positions [256 sp, 256 sp + 256) ∩ [0, pos[t]] for the G q heads of
+ * kv head kvh; blocks past pos[t] exit. Scores: warp w takes positions w,
+ * w + 8, ...; lane l holds K dims l, l + 32, ... and the warp sums each head's
+ * dot. Softmax stats: warp w takes heads w, w + 8. Values: thread i owns dims
+ * i and i + 256. hd % 32 == 0, hd <= 512, G <= 16. */
+__global__ void __launch_bounds__(256) k_att_split(att_args a) {
+    extern __shared__ float sm[];
+    const int G = a.G, hd = a.hd;
+    float *qs = sm;               /* [G][hd] */
+    float *sc = sm + G * hd;      /* [G][ATT_SPLIT] scores, then weights */
+    __shared__ float stat_m[ATT_MAX_G], stat_l[ATT_MAX_G];
+    const int sp = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z;
+    int p = a.pos[t];
+    if (p >= a.n_ctx) p = a.n_ctx - 1;
+    const int s0 = sp * ATT_SPLIT;
+    if (s0 > p) return;
+    const int ns = min(ATT_SPLIT, p + 1 - s0);
+    const int64_t kv_dim = (int64_t)a.n_kv * hd;
+    const int64_t base = ((int64_t)a.slot[a.tok_seq[t]] * a.n_ctx + s0) * kv_dim + (int64_t)kvh * hd;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+
+    for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+        int gq = i / hd, d = i % hd;
+        qs[i] = a.q[(int64_t)t * a.q_tok_stride + (int64_t)(kvh * G + gq) * a.q_head_stride + d];
+    }
+    __syncthreads();
+
+    const int nd = hd / 32;
+    for (int s = w; s < ns; s += 8) {
+        const float *kr = a.kc + base + (int64_t)s * kv_dim;
+        float kreg[ATT_MAX_HD / 32];
+#pragma unroll
+        for (int i = 0; i < ATT_MAX_HD / 32; i++) kreg[i] = i < nd ? kr[lane + 32 * i] : 0.0f;
+        for (int gq = 0; gq < G; gq++) {
+            const float *qh = qs + gq * hd;
+            float acc = 0.0f;
+#pragma unroll
+            for (int i = 0; i < ATT_MAX_HD / 32; i++)
+                if (i < nd) acc = fmaf(kreg[i], qh[lane + 32 * i], acc);
+            acc = warp_sum(acc);
+            if (lane == 0) sc[gq * ATT_SPLIT + s] = acc * a.scale;
+        }
+    }
+    __syncthreads();
+
+    for (int gq = w; gq < G; gq += 8) {
+        float *r = sc + gq * ATT_SPLIT;
+        float m = -INFINITY;
+        for (int s = lane; s < ns; s += 32) m = fmaxf(m, r[s]);
+        m = warp_max(m);
+        float l = 0.0f;
+        for (int s = lane; s < ns; s += 32) {
+            float e = expf(r[s] - m);
+            r[s] = e;
+            l += e;
+        }
+        l = warp_sum(l);
+        if (lane == 0) stat_m[gq] = m, stat_l[gq] = l;
+    }
+    __syncthreads();
+
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc[ATT_MAX_G];
+#pragma unroll
+        for (int gq = 0; gq < ATT_MAX_G; gq++) acc[gq] = 0.0f;
+        const float *vr = a.vc + base + d;
+        for (int s = 0; s < ns; s++) {
+            float v = vr[(int64_t)s * kv_dim];
+#pragma unroll
+            for (int gq = 0; gq < ATT_MAX_G; gq++)
+                if (gq < G) acc[gq] = fmaf(sc[gq * ATT_SPLIT + s], v, acc[gq]);
+        }
+#pragma unroll
+        for (int gq = 0; gq < ATT_MAX_G; gq++) {
+            if (gq < G) {
+                float *pp = a.part + (((int64_t)t * a.n_head + kvh * G + gq) * a.max_splits + sp) * (hd + 2);
+                pp[2 + d] = acc[gq];
+                if (d == 0) pp[0] = stat_m[gq], pp[1] = stat_l[gq];
+            }
+        }
+    }
+}
+
+/* Phase 2. Launch contract: grid (n_head, Tc), block 256; thread i owns dims
+ * i, i + 256 of head blockIdx.x of token blockIdx.y and folds the token's
+ * splits in order 0 .. pos/256. */
+__global__ void __launch_bounds__(256) k_att_combine(att_args a) {
+    const int h = blockIdx.x, t = blockIdx.y, hd = a.hd;
+    int p = a.pos[t];
+    if (p >= a.n_ctx) p = a.n_ctx - 1;
+    const int nsp = p / ATT_SPLIT + 1;
+    const float *pp = a.part + ((int64_t)t * a.n_head + h) * a.max_splits * (hd + 2);
+    float M = -INFINITY;
+    for (int i = 0; i < nsp; i++) M = fmaxf(M, pp[(int64_t)i * (hd + 2)]);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float L = 0.0f, o = 0.0f;
+        for (int i = 0; i < nsp; i++) {
+            const float *q = pp + (int64_t)i * (hd + 2);
+            float f = expf(q[0] - M);
+            L = fmaf(q[1], f, L);
+            o = fmaf(q[2 + d], f, o);
+        }
+        float r = o / L;
+        if (a.gate) r *= sigmoid_f(a.gate[(int64_t)t * a.q_tok_stride + (int64_t)h * a.q_head_stride + d]);
+        a.out[((int64_t)t * a.n_head + h) * hd + d] = r;
+    }
+}
+
+memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const float *k_cache, const float *v_cache,
+                               int32_t n_ctx, const float *q, const float *gate, int64_t q_tok_stride,
+                               int64_t q_head_stride, int32_t n_head, int32_t n_kv, int32_t hd, float scale,
+                               float *out) {
+    int64_t T = b->n_tokens;
+    if (n_ctx <= 0 || n_kv <= 0 || n_head <= 0 || n_head % n_kv || n_head / n_kv > ATT_MAX_G || hd <= 0 || hd % 32 ||
+        hd > ATT_MAX_HD)
+        return CUDA_INVALID(be,
+                            "attention: n_ctx %d, n_head %d, n_kv %d, hd %d: need n_head %% n_kv == 0, "
+                            "n_head / n_kv <= %d, hd %% 32 == 0, hd <= %d",
+                            n_ctx, n_head, n_kv, hd, ATT_MAX_G, ATT_MAX_HD);
+    if (T <= 0) return MEMRA_OK;
+    cuda_impl *c = cuda_of(be);
+    att_args a;
+    a.kc = k_cache;
+    a.vc = v_cache;
+    a.gate = gate;
+    a.q_tok_stride = q_tok_stride;
+    a.q_head_stride = q_head_stride;
+    a.n_ctx = n_ctx;
+    a.n_head = n_head;
+    a.n_kv = n_kv;
+    a.hd = hd;
+    a.G = n_head / n_kv;
+    a.scale = scale;
+    /* every launch sizes for the whole context: a captured step stays valid as pos grows */
+    a.max_splits = (n_ctx + ATT_SPLIT - 1) / ATT_SPLIT;
+    size_t per_tok = (size_t)n_head * (size_t)a.max_splits * (size_t)(hd + 2) * sizeof(float);
+    int64_t Tc = (int64_t)(ATT_WS_TARGET / per_tok);
+    if (Tc < 1) Tc = 1;
+    if (Tc > T) Tc = T;
+    if (Tc > 65535) Tc = 65535;
+    memra_status st = cuda_ws_reserve(be, per_tok * (size_t)Tc);
+    if (st) return st;
+    a.part = (float *)c->ws;
+    size_t shm = (size_t)a.G * (size_t)(hd + ATT_SPLIT) * sizeof(float);
+    if (shm > 48 * 1024)
+        return CUDA_INVALID(be, "attention: %d q heads per kv head x hd %d need %zu bytes of shared memory (> 48 KiB)",
+                            a.G, hd, shm);
+    for (int64_t t0 = 0; t0 < T; t0 += Tc) {
+        int64_t n = T - t0 < Tc ? T - t0 : Tc;
+        a.pos = b->d_pos + t0;
+        a.tok_seq = b->d_tok_seq + t0;
+        a.slot = b->d_slot;
+        a.q = q + t0 * q_tok_stride;
+        a.gate = gate ? gate + t0 * q_tok_stride : NULL;
+        a.out = out + t0 * (int64_t)n_head * hd;
+        k_att_split<<<dim3((unsigned)a.max_splits, (unsigned)n_kv, (unsigned)n), 256, shm, c->stream>>>(a);
+        st = CUDA_LAUNCHED(be, "attention: split kernel");
+        if (st) return st;
+        k_att_combine<<<dim3((unsigned)n_head, (unsigned)n), 256, 0, c->stream>>>(a);
+        st = CUDA_LAUNCHED(be, "attention: combine kernel");
+        if (st) return st;
+    }
+    return MEMRA_OK;
+}

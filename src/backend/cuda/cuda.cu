@@ -1,0 +1,300 @@
+/* The CUDA backend object: device selection, the one stream, memory,
+ * weights, batch upload, graph capture and the ops table. The ops themselves
+ * live in one .cu per family (matmul, norm, rope, attention, gdn, moe, misc).
+ *
+ * Errors: ops have no memra_error argument, so a failing op stores its
+ * message in the backend (ops->last_error reads it) and logs it to stderr. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/ops.cuh"
+
+memra_status cuda_fail(memra_backend *be, memra_status st, const char *fmt, ...) {
+    cuda_impl *c = cuda_of(be);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err.msg, sizeof c->err.msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "memra cuda: %s\n", c->err.msg);
+    return st;
+}
+
+memra_status cuda_check(memra_backend *be, cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return MEMRA_OK;
+    return cuda_fail(be, MEMRA_ERR_DEVICE, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+memra_status cuda_ws_reserve(memra_backend *be, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    if (bytes <= c->ws_bytes) return MEMRA_OK;
+    if (c->capturing)
+        return cuda_fail(be, MEMRA_ERR_INVALID,
+                         "workspace: %zu bytes needed while capturing a graph (have %zu); run the same step "
+                         "once uncaptured before capturing it",
+                         bytes, c->ws_bytes);
+    /* round up to 16 MiB so that growing steps do not reallocate every call */
+    size_t want = (bytes + (16u << 20) - 1) & ~(size_t)((16u << 20) - 1);
+    memra_status st = cuda_check(be, cudaStreamSynchronize(c->stream), "workspace: sync");
+    if (st) return st;
+    if (c->ws) cudaFree(c->ws);
+    c->ws = NULL;
+    c->ws_bytes = 0;
+    cudaError_t e = cudaMalloc(&c->ws, want);
+    if (e != cudaSuccess) {
+        c->ws = NULL;
+        return cuda_fail(be, MEMRA_ERR_NOMEM, "workspace: cudaMalloc(%zu): %s", want, cudaGetErrorString(e));
+    }
+    c->ws_bytes = want;
+    return MEMRA_OK;
+}
+
+/* ---- memory ---- */
+
+static memra_status c_alloc(memra_backend *be, size_t bytes, void **out) {
+    *out = NULL;
+    if (cuda_of(be)->capturing) return CUDA_INVALID(be, "alloc: not allowed while capturing a graph");
+    cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        return cuda_fail(be, MEMRA_ERR_NOMEM, "alloc: cudaMalloc(%zu): %s", bytes, cudaGetErrorString(e));
+    }
+    return MEMRA_OK;
+}
+
+static void c_free(memra_backend *be, void *ptr) {
+    if (ptr) cudaFree(ptr);
+}
+
+static memra_status c_upload(memra_backend *be, void *dst, const void *src, size_t bytes) {
+    if (cuda_of(be)->capturing) return CUDA_INVALID(be, "upload: not allowed while capturing a graph");
+    return cuda_check(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_of(be)->stream), "upload");
+}
+
+/* Synchronous: the caller reads dst right after. */
+static memra_status c_download(memra_backend *be, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    if (c->capturing) return CUDA_INVALID(be, "download: not allowed while capturing a graph");
+    memra_status st = cuda_check(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download");
+    if (st) return st;
+    return cuda_check(be, cudaStreamSynchronize(c->stream), "download: sync");
+}
+
+static memra_status c_copy(memra_backend *be, void *dst, const void *src, size_t bytes) {
+    return cuda_check(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_of(be)->stream), "copy");
+}
+
+static memra_status c_zero(memra_backend *be, void *dst, size_t bytes) {
+    return cuda_check(be, cudaMemsetAsync(dst, 0, bytes, cuda_of(be)->stream), "zero");
+}
+
+/* The weight's bytes as they are in the file (no dequantized copy), plus
+ * 64 zeroed bytes: the dequantizers' wide loads (dq_ld8) may read a few
+ * bytes past a row's last block. */
+#define WEIGHT_PAD 64
+static memra_status c_weight_load(memra_backend *be, memra_weight *w) {
+    if (w->data) return MEMRA_OK;
+    if (!w->host) return CUDA_INVALID(be, "weight_load %s: no host data", w->name ? w->name : "?");
+    void *d = NULL;
+    memra_status st = c_alloc(be, (size_t)w->nbytes + WEIGHT_PAD, &d);
+    if (st) return st;
+    st = cuda_check(be, cudaMemset((uint8_t *)d + w->nbytes, 0, WEIGHT_PAD), "weight_load: pad");
+    if (st) {
+        cudaFree(d);
+        return st;
+    }
+    cudaError_t e = cudaMemcpy(d, w->host, (size_t)w->nbytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        cudaFree(d);
+        return cuda_check(be, e, "weight_load: copy");
+    }
+    w->data = d;
+    return MEMRA_OK;
+}
+
+static void c_weight_release(memra_backend *be, memra_weight *w) {
+    if (w->data && w->data != w->host) cudaFree(w->data);
+    w->data = NULL;
+}
+
+static memra_status c_batch_upload(memra_backend *be, memra_batch *b) {
+    cuda_impl *c = cuda_of(be);
+    if (c->capturing) return CUDA_INVALID(be, "batch_upload: call it before graph_launch, not inside a capture");
+    if (b->n_tokens < 0 || b->n_tokens > b->max_tokens || b->n_seqs < 0 || b->n_seqs > b->max_seqs)
+        return CUDA_INVALID(be, "batch_upload: %d tokens / %d seqs over capacity %d / %d", b->n_tokens, b->n_seqs,
+                            b->max_tokens, b->max_seqs);
+    size_t nt = (size_t)b->n_tokens * 4, ns = (size_t)b->n_seqs * 4;
+    struct {
+        void *d;
+        const void *h;
+        size_t n;
+    } cp[] = {{b->d_tokens, b->tokens, nt},
+              {b->d_pos, b->pos, nt},
+              {b->d_tok_seq, b->tok_seq, nt},
+              {b->d_seq_start, b->seq_start, ns + 4},
+              {b->d_slot, b->slot, ns}};
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++) {
+        if (!cp[i].n) continue;
+        memra_status st = cuda_check(be, cudaMemcpyAsync(cp[i].d, cp[i].h, cp[i].n, cudaMemcpyHostToDevice, c->stream),
+                                     "batch_upload");
+        if (st) return st;
+    }
+    return MEMRA_OK;
+}
+
+static memra_status c_sync(memra_backend *be) {
+    return cuda_check(be, cudaStreamSynchronize(cuda_of(be)->stream), "sync");
+}
+
+/* ---- graph capture ---- */
+
+struct memra_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+static memra_status c_graph_begin(memra_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    if (c->capturing) return CUDA_INVALID(be, "graph_begin: already capturing");
+    /* thread-local mode: other host threads may still allocate */
+    memra_status st =
+        cuda_check(be, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "graph_begin");
+    if (st == MEMRA_OK) c->capturing = 1;
+    return st;
+}
+
+static memra_status c_graph_end(memra_backend *be, memra_graph **out) {
+    cuda_impl *c = cuda_of(be);
+    *out = NULL;
+    if (!c->capturing) return CUDA_INVALID(be, "graph_end: not capturing");
+    c->capturing = 0;
+    cudaGraph_t g = NULL;
+    memra_status st = cuda_check(be, cudaStreamEndCapture(c->stream, &g), "graph_end: end capture");
+    if (st) return st;
+    memra_graph *mg = (memra_graph *)calloc(1, sizeof *mg);
+    if (!mg) {
+        cudaGraphDestroy(g);
+        return cuda_fail(be, MEMRA_ERR_NOMEM, "graph_end: out of host memory");
+    }
+    mg->graph = g;
+    st = cuda_check(be, cudaGraphInstantiate(&mg->exec, g, 0), "graph_end: instantiate");
+    if (st) {
+        cudaGraphDestroy(g);
+        free(mg);
+        return st;
+    }
+    *out = mg;
+    return MEMRA_OK;
+}
+
+static memra_status c_graph_launch(memra_backend *be, memra_graph *g) {
+    if (!g) return CUDA_INVALID(be, "graph_launch: NULL graph");
+    return cuda_check(be, cudaGraphLaunch(g->exec, cuda_of(be)->stream), "graph_launch");
+}
+
+static void c_graph_free(memra_backend *be, memra_graph *g) {
+    if (!g) return;
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    if (g->graph) cudaGraphDestroy(g->graph);
+    free(g);
+}
+
+static const char *c_last_error(memra_backend *be) { return cuda_of(be)->err.msg; }
+
+static void c_destroy(memra_backend *be) {
+    if (!be) return;
+    cuda_impl *c = cuda_of(be);
+    if (c) {
+        if (c->capturing) {
+            cudaGraph_t g = NULL;
+            cudaStreamEndCapture(c->stream, &g);
+            if (g) cudaGraphDestroy(g);
+        }
+        cudaStreamSynchronize(c->stream);
+        if (c->ws) cudaFree(c->ws);
+        cudaStreamDestroy(c->stream);
+        free(c);
+    }
+    free(be);
+}
+
+/* Filled by assignment (not positionally) so that entries added to
+ * memra_backend_ops elsewhere cannot shift ours. */
+static memra_backend_ops cuda_ops;
+
+static void cuda_ops_fill(memra_backend_ops *o) {
+    memset(o, 0, sizeof *o);
+    o->alloc = c_alloc;
+    o->free = c_free;
+    o->upload = c_upload;
+    o->download = c_download;
+    o->copy = c_copy;
+    o->zero = c_zero;
+    o->weight_load = c_weight_load;
+    o->weight_release = c_weight_release;
+    o->batch_upload = c_batch_upload;
+    o->sync = c_sync;
+    o->embed = cuda_op_embed;
+    o->rmsnorm = cuda_op_rmsnorm;
+    o->matmul = cuda_op_matmul;
+    o->add = cuda_op_add;
+    o->add_sigmoid_scaled = cuda_op_add_sigmoid_scaled;
+    o->swiglu = cuda_op_swiglu;
+    o->rope_neox = cuda_op_rope_neox;
+    o->kv_store = cuda_op_kv_store;
+    o->attention = cuda_op_attention;
+    o->gdn = cuda_op_gdn;
+    o->moe_route = cuda_op_moe_route;
+    o->moe_ffn = cuda_op_moe_ffn;
+    o->argmax = cuda_op_argmax;
+    o->destroy = c_destroy;
+    o->graph_begin = c_graph_begin;
+    o->graph_end = c_graph_end;
+    o->graph_launch = c_graph_launch;
+    o->graph_free = c_graph_free;
+    o->last_error = c_last_error;
+}
+
+extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device, memra_error *err) {
+    *out = NULL;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        return memra_errorf(err, MEMRA_ERR_UNSUPPORTED, "cuda: no CUDA device (%s)",
+                            e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
+    if (device < 0 || device >= n)
+        return memra_errorf(err, MEMRA_ERR_INVALID, "cuda: device %d out of range (%d devices)", device, n);
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess) return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: cudaSetDevice(%d): %s", device,
+                                              cudaGetErrorString(e));
+    cudaDeviceProp prop;
+    e = cudaGetDeviceProperties(&prop, device);
+    if (e != cudaSuccess)
+        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: device properties: %s", cudaGetErrorString(e));
+    if (prop.major < 8)
+        return memra_errorf(err, MEMRA_ERR_UNSUPPORTED, "cuda: %s is sm_%d%d; memra needs sm_80 or newer", prop.name,
+                            prop.major, prop.minor);
+    memra_backend *be = (memra_backend *)calloc(1, sizeof *be);
+    cuda_impl *c = (cuda_impl *)calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return memra_errorf(err, MEMRA_ERR_NOMEM, "cuda: out of host memory");
+    }
+    c->device = device;
+    c->sm_count = prop.multiProcessorCount;
+    e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        free(be);
+        free(c);
+        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: stream: %s", cudaGetErrorString(e));
+    }
+    if (!cuda_ops.alloc) cuda_ops_fill(&cuda_ops);
+    be->ops = &cuda_ops;
+    be->name = "cuda";
+    be->impl = c;
+    *out = be;
+    return MEMRA_OK;
+}

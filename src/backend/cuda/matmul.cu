@@ -1,0 +1,187 @@
+/* matmul: y[t][o] (+)= sum_i W[o][i] x[t][i] for every supported weight type,
+ * reading the weights in their GGUF encoding (no dequantized copy).
+ *
+ * One kernel serves every T: a warp per output row, tokens taken NT at a time
+ * (NT = 1, 2, 4, 8 or 16 by T), the reduction order fixed by the row length alone
+ * (matvec.cuh). So row t of a T-token product is bit-identical to the same
+ * row computed with T = 1.
+ *
+ * Prefill (T >= MM_TC_MIN_T) uses the tensor cores instead: 64 x 64 tiles
+ * (rows x tokens), the weights dequantized 32 columns at a time into shared
+ * memory, TF32 MMA (wmma m16n16k8) with fp32 accumulation. A token's result
+ * there depends only on its own activations (the k order is fixed by the
+ * row length, the other tokens of the tile never mix in), but it is NOT
+ * bit-identical to the matvec result: TF32 rounds both operands to 10-bit
+ * mantissas. Known gap: a row computed with T >= 16 differs from the same row
+ * computed with T < 16 (relative ~1e-4..1e-3); `memra gate kernels` checks
+ * each path's invariance separately. */
+#include <mma.h>
+
+#include "backend/cuda/matvec.cuh"
+#include "backend/cuda/ops.cuh"
+
+#define MM_TC_MIN_T 16
+#define TC_M 64  /* weight rows per block */
+#define TC_N 64  /* tokens per block */
+#define TC_K 32  /* columns per step: one dq group */
+#define TC_LD 36 /* shared row stride in floats: 16-byte multiple, 32-byte aligned every 16 rows */
+
+/* Launch contract: grid (ceil(n_out / 64), ceil(T / 64)), block 256 (8
+ * warps). Thread i dequantizes quarter i % 4 of group k0 / 32 of weight row
+ * i / 4 and loads the same 8 columns of token i / 4 (two 16-byte loads) per
+ * k step. Warp w owns the 16 x 32 output sub-tile rows 16 (w / 2), tokens
+ * 32 (w % 2) .. + 32 (two accumulators). x 16-byte aligned, in % 32 == 0. */
+template <int TYPE>
+__global__ void __launch_bounds__(256)
+    k_matmul_tc(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
+                const float *__restrict__ x, float *__restrict__ y, int64_t T, int accumulate) {
+    using namespace nvcuda;
+    __shared__ __align__(32) float Ws[TC_M * TC_LD];
+    __shared__ __align__(32) float Xs[TC_N * TC_LD];
+    __shared__ __align__(32) float Cs[TC_N * (TC_M + 4)];
+    const int tid = threadIdx.x, w = tid >> 5;
+    const int64_t r0 = (int64_t)blockIdx.x * TC_M, t0 = (int64_t)blockIdx.y * TC_N;
+    const int lr = tid >> 2, q = tid & 3;
+    const bool row_ok = r0 + lr < n_out, tok_ok = t0 + lr < T;
+    const uint8_t *wrow = W + (row_ok ? (r0 + lr) : 0) * row_bytes;
+    const float *xrow = x + (tok_ok ? (t0 + lr) : 0) * in;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
+    wmma::fill_fragment(acc[0], 0.0f);
+    wmma::fill_fragment(acc[1], 0.0f);
+    const int rf = w >> 1, tf = (w & 1) * 2;
+    for (int64_t k0 = 0; k0 < in; k0 += TC_K) {
+        float v[8];
+        if (row_ok) {
+            dq8<TYPE>(wrow, k0 / 32, q, v);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = 0.0f;
+        }
+        float4 a = make_float4(0, 0, 0, 0), b = a;
+        if (tok_ok) {
+            const float4 *xp = (const float4 *)(xrow + k0 + 8 * q);
+            a = __ldg(xp);
+            b = __ldg(xp + 1);
+        }
+        float *wd = Ws + lr * TC_LD + 8 * q, *xd = Xs + lr * TC_LD + 8 * q;
+        *(float4 *)wd = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(wd + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        *(float4 *)xd = a;
+        *(float4 *)(xd + 4) = b;
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TC_K; kk += 8) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+            wmma::load_matrix_sync(fa, Ws + rf * 16 * TC_LD + kk, TC_LD);
+#pragma unroll
+            for (int i = 0; i < fa.num_elements; i++) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
+                wmma::load_matrix_sync(fb, Xs + (tf + j) * 16 * TC_LD + kk, TC_LD);
+#pragma unroll
+                for (int i = 0; i < fb.num_elements; i++) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+                wmma::mma_sync(acc[j], fa, fb, acc[j]);
+            }
+        }
+        __syncthreads();
+    }
+    /* C[m][n] stored column-major: Cs[n * (TC_M + 4) + m], so a token's rows are contiguous */
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+        wmma::store_matrix_sync(Cs + (tf + j) * 16 * (TC_M + 4) + rf * 16, acc[j], TC_M + 4, wmma::mem_col_major);
+    __syncthreads();
+    for (int i = tid; i < TC_M * TC_N; i += blockDim.x) {
+        int n = i / TC_M, m = i % TC_M;
+        if (t0 + n < T && r0 + m < n_out) {
+            float *yp = y + (t0 + n) * n_out + r0 + m;
+            float c = Cs[n * (TC_M + 4) + m];
+            *yp = accumulate ? *yp + c : c;
+        }
+    }
+}
+
+#define MM_WARPS 4
+
+/* Launch contract: grid (ceil(n_out / MM_WARPS), ceil(T / NT)), block
+ * 32 * MM_WARPS. Warp w of block (bx, by) owns output row bx * MM_WARPS + w
+ * for tokens [by * NT, by * NT + NT) ∩ [0, T); lane 0 writes. W rows are
+ * row_bytes apart; x rows `in` floats apart, 16-byte aligned. */
+template <int TYPE, int NT>
+__global__ void __launch_bounds__(32 * MM_WARPS)
+    k_matmul(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
+             const float *__restrict__ x, float *__restrict__ y, int64_t T, int accumulate) {
+    int64_t row = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
+    if (row >= n_out) return;
+    int64_t t0 = (int64_t)blockIdx.y * NT;
+    int nt = (int)min((int64_t)NT, T - t0);
+    float r[NT];
+    warp_row_dot<TYPE, NT>(W + row * row_bytes, in / 32, x + t0 * in, in, nt, r);
+    if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < nt) {
+                float *yp = y + (t0 + t) * n_out + row;
+                *yp = accumulate ? *yp + r[t] : r[t];
+            }
+        }
+    }
+}
+
+template <int TYPE>
+static void launch_matmul(const uint8_t *W, size_t row_bytes, int64_t in, int64_t n_out, const float *x, float *y,
+                          int64_t T, int accumulate, cudaStream_t s) {
+    if (T >= MM_TC_MIN_T) {
+        dim3 grid((unsigned)((n_out + TC_M - 1) / TC_M), (unsigned)((T + TC_N - 1) / TC_N));
+        k_matmul_tc<TYPE><<<grid, 256, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
+        return;
+    }
+    dim3 block(32 * MM_WARPS);
+    unsigned gx = (unsigned)((n_out + MM_WARPS - 1) / MM_WARPS);
+    if (T == 1)
+        k_matmul<TYPE, 1><<<dim3(gx, 1), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
+    else if (T == 2)
+        k_matmul<TYPE, 2><<<dim3(gx, 1), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
+    else if (T <= 4)
+        k_matmul<TYPE, 4><<<dim3(gx, 1), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
+    else if (T <= 8)
+        k_matmul<TYPE, 8><<<dim3(gx, 1), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
+    else
+        k_matmul<TYPE, 16><<<dim3(gx, (unsigned)((T + 15) / 16)), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T,
+                                                                                 accumulate);
+}
+
+int cuda_type_supported(uint32_t type) { return cuda_type_row_bytes(type, 256) != 0; }
+
+memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
+                            int accumulate) {
+    const char *name = w && w->name ? w->name : "?";
+    if (!w || !w->data) return CUDA_INVALID(be, "matmul %s: weight not loaded", name);
+    if (T < 0) return CUDA_INVALID(be, "matmul %s: T = %lld", name, (long long)T);
+    if (T == 0) return MEMRA_OK;
+    int64_t in = w->ne[0], n_out = w->ne[1];
+    if (!cuda_type_supported(w->type))
+        return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "matmul %s: type %s has no CUDA kernel", name,
+                         memra_type_name(w->type));
+    if (in <= 0 || n_out <= 0 || (w->ne[2] > 1) || in % 32)
+        return CUDA_INVALID(be, "matmul %s: shape {%lld, %lld, %lld}: need one matrix with ne0 %% 32 == 0", name,
+                            (long long)in, (long long)n_out, (long long)w->ne[2]);
+    size_t rb = cuda_type_row_bytes(w->type, in);
+    if (rb == 0 || rb != w->row_bytes)
+        return CUDA_INVALID(be, "matmul %s: row of %lld %s elements is %zu bytes, weight says %llu", name,
+                            (long long)in, memra_type_name(w->type), rb, (unsigned long long)w->row_bytes);
+    if (!cuda_aligned16(x)) return CUDA_INVALID(be, "matmul %s: x not 16-byte aligned", name);
+    if (n_out / MM_WARPS >= (int64_t)INT32_MAX || (T + 15) / 16 > 65535)
+        return CUDA_INVALID(be, "matmul %s: %lld rows x %lld tokens exceed the grid", name, (long long)n_out,
+                            (long long)T);
+    cudaStream_t s = cuda_of(be)->stream;
+    const uint8_t *W = (const uint8_t *)w->data;
+    switch (w->type) {
+#define MM_CASE(TY) \
+    case TY: launch_matmul<TY>(W, rb, in, n_out, x, y, T, accumulate, s); break;
+        CUDA_FOR_EACH_TYPE(MM_CASE)
+#undef MM_CASE
+    default: return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "matmul %s: unsupported type", name);
+    }
+    return CUDA_LAUNCHED(be, "matmul");
+}

@@ -1,0 +1,48 @@
+/* The op entry points of the CUDA backend, one group per .cu file; cuda.cu
+ * puts them into the ops table. Signatures are backend.h's. */
+#ifndef MEMRA_CUDA_OPS_CUH
+#define MEMRA_CUDA_OPS_CUH
+
+#include "backend/cuda/common.cuh"
+
+/* misc.cu */
+memra_status cuda_op_embed(memra_backend *be, const memra_weight *table, const memra_batch *b, float *out);
+memra_status cuda_op_add(memra_backend *be, float *y, const float *x, int64_t n);
+memra_status cuda_op_add_sigmoid_scaled(memra_backend *be, float *y, const float *x, const float *gate,
+                                        int64_t gate_stride, int64_t n, int64_t T);
+memra_status cuda_op_swiglu(memra_backend *be, const float *gate, const float *up, float *out, int64_t n, int64_t T);
+memra_status cuda_op_argmax(memra_backend *be, const float *logits, int64_t n, int64_t T, int32_t *out);
+
+/* norm.cu */
+memra_status cuda_op_rmsnorm(memra_backend *be, const float *x, int64_t x_stride, const memra_weight *w, float *y,
+                             int64_t y_stride, int64_t n, int64_t n_rows, float eps);
+
+/* matmul.cu */
+memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
+                            int accumulate);
+int cuda_type_supported(uint32_t type);
+
+/* rope.cu */
+memra_status cuda_op_rope_neox(memra_backend *be, float *x, const memra_batch *b, int64_t n_heads,
+                               int64_t head_stride, int64_t tok_stride, int32_t n_rot, float theta);
+
+/* attention.cu */
+memra_status cuda_op_kv_store(memra_backend *be, const memra_batch *b, float *k_cache, float *v_cache, int32_t n_ctx,
+                              int64_t kv_dim, const float *k, const float *v);
+memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const float *k_cache, const float *v_cache,
+                               int32_t n_ctx, const float *q, const float *gate, int64_t q_tok_stride,
+                               int64_t q_head_stride, int32_t n_head, int32_t n_kv, int32_t hd, float scale,
+                               float *out);
+
+/* gdn.cu */
+memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gdn_params *p, float *conv_state,
+                         float *ssm_state, const float *mixed, const float *z, const float *braw, const float *araw,
+                         float *out);
+
+/* moe.cu */
+memra_status cuda_op_moe_route(memra_backend *be, const float *logits, int64_t T, int32_t n_expert, int32_t n_used,
+                               int32_t *ids, float *w);
+memra_status cuda_op_moe_ffn(memra_backend *be, const memra_moe_params *p, const float *x, const int32_t *ids,
+                             const float *w, float *out, int64_t T, void *scratch);
+
+#endif
