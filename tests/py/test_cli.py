@@ -34,10 +34,13 @@ def memra(*args, stdin=None, timeout=120):
 
 
 def greedy_cases():
-    dirs = [os.path.join(ROOT, "tests", "data")]
-    if os.path.isdir(FIX):
-        dirs.append(FIX)
-    for d in dirs:
+    # Only the bundled references: the shared fixtures' text_case greedy was
+    # made by transformers generate() with pad_token_id=0, which masks the
+    # prompt's last token ("!" is id 0) as padding. Plain greedy on the stored
+    # ids (what memra and transformers both compute without that mask) differs
+    # from the first token on; tools/hf_from_gguf.py --text-case shows it. The
+    # fixtures' ids are checked by the tokenizer tests instead.
+    for d in [os.path.join(ROOT, "tests", "data")]:
         for name in sorted(os.listdir(d)):
             if not name.endswith(".ref.json"):
                 continue
