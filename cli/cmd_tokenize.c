@@ -70,9 +70,8 @@ static void print_piece(const char *p, size_t n) {
         else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
         else if (c < 0x80) putchar(c);
         else {
-            size_t k = 1;
-            while (i + k < n && k < 4 && ((unsigned char)p[i + k] & 0xC0) == 0x80) k++;
-            if (memra_utf8_valid(p + i, k) && k > 1) {
+            size_t k = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2; /* length the lead byte announces */
+            if (i + k <= n && memra_utf8_valid(p + i, k)) {
                 fwrite(p + i, 1, k, stdout);
                 i += k;
                 continue;

