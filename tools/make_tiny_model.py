@@ -30,12 +30,16 @@ How the files are made, and why this way:
   * The references are transformers in float32 on the CPU: prefill logits of every position with no
     cache, then 16 greedy tokens with the cache (the recurrent/decode path) and the logits that
     chose them, for prompts of 1, 5, 17 and 65 tokens (65 crosses the GDN chunk size of 64), plus
-    the hidden states of the 17-token case and a text prompt through the tokenizer.
+    the hidden states of the 17-token case and a text prompt through the tokenizer. A prompt is
+    redrawn while some greedy step is a near tie (top-1 minus top-2 < MIN_GREEDY_MARGIN), and the
+    cached steps are checked against one uncached forward.
   * --check-fixtures DIR checks this script against what the real converter wrote: it turns the
     fixture GGUFs back into transformers weights with gguf_to_hf() (the exact inverse of
-    hf_to_gguf()) and reproduces the fixtures' reference logits, diffs metadata keys and tensor
-    name/shape/type patterns of the new files against the fixture files, and rebuilds the fixture
-    tokenizer from its GGUF vocabulary to reproduce tokenizer-mini.cases.json.
+    hf_to_gguf()) and reproduces the fixtures' reference logits; diffs metadata keys, key order,
+    tensor order and per-tensor types of the new files against the fixture files and runs the
+    layout rules (check_layout) on both; requantizes the fixture's BF16 MoE to Q8_0 and compares it
+    byte for byte with llama-quantize's file; and rebuilds the fixture tokenizer from its GGUF
+    vocabulary to reproduce tokenizer-mini.cases.json.
 
 Run:   python3 tools/make_tiny_model.py [--out tests/data] [--check-fixtures ../shared/fixtures]
                                         [--retrain-tokenizer]
@@ -55,7 +59,6 @@ import os
 import re
 import shutil
 import sys
-import unicodedata
 
 import numpy as np
 import gguf
