@@ -5,7 +5,9 @@
  *
  * `kernels` runs every CUDA op against the CPU reference backend on fresh
  * random inputs at the real shapes of Qwen3.5 0.8B, 9B, 27B and 35B-A3B
- * (spec §10). The metric is max|gpu - cpu| / max|cpu| over the compared
+ * (spec §10), plus GDN at the head sizes of the fixture models (d_k, d_v
+ * 32 and 64) and the kernel's other instances. The metric is
+ * max|gpu - cpu| / max|cpu| over the compared
  * elements; NaN/Inf in a GPU output never passes, and every GPU output is
  * poisoned with 0xFF bytes (NaN) before the op so an unwritten element fails.
  * Matmul also checks batch invariance: row t of a T-token product must be
@@ -674,8 +676,10 @@ static int gate_attention(gate *g, const gate_model *m) {
 
 /* ------------------------------------------------------------------ gdn */
 
-static int gate_gdn(gate *g, const gate_model *m) {
-    const int n_slots = 3, dk = 128, dv = 128, dc = 4;
+/* One GDN layer of model m with head sizes dk x dv (128 x 128 in the real
+ * models; the fixture models have 32 and 64). */
+static int gate_gdn(gate *g, const gate_model *m, int dk, int dv) {
+    const int n_slots = 3, dc = 4;
     int64_t key_dim = (int64_t)m->n_k * dk, conv_dim = 2 * key_dim + (int64_t)m->n_v * dv, vdim = (int64_t)m->n_v * dv;
     int32_t len[2] = {1, 5}, pos0[2] = {40, 0}, slots[2] = {2, 0};
     bpair b;
@@ -703,7 +707,10 @@ static int gate_gdn(gate *g, const gate_model *m) {
         double e = cmp_dev(g, out.h, out.d, out.n);
         double ec = cmp_dev(g, cs.h, cs.d, cs.n), es = cmp_dev(g, ss.h, ss.d, ss.n);
         char shape[64];
-        snprintf(shape, sizeof shape, "n_k %d n_v %d %s", m->n_k, m->n_v, tiled ? "tiled" : "grouped");
+        if (dk == 128 && dv == 128)
+            snprintf(shape, sizeof shape, "n_k %d n_v %d %s", m->n_k, m->n_v, tiled ? "tiled" : "grouped");
+        else
+            snprintf(shape, sizeof shape, "%d/%d d %d/%d %s", m->n_k, m->n_v, dk, dv, tiled ? "tiled" : "grouped");
         gate_row(g, 1, "gdn out", m->name, shape, "F32", (long)T, e, 1e-4, passes(e, 1e-4), "");
         gate_row(g, 1, "gdn conv_state", m->name, shape, "F32", (long)T, ec, 0, passes(ec, 0), "");
         gate_row(g, 1, "gdn ssm_state", m->name, shape, "F32", (long)T, es, 1e-5, passes(es, 1e-5), "");
@@ -1015,7 +1022,7 @@ static int gate_kernels(int argc, char **argv) {
         any = 1;
         if (gate_small_ops(&g, m)) g.n_fail++;
         if (gate_attention(&g, m)) g.n_fail++;
-        if (gate_gdn(&g, m)) g.n_fail++;
+        if (gate_gdn(&g, m, 128, 128)) g.n_fail++;
         if (gate_moe(&g, m)) g.n_fail++;
         gate_matmul(&g, m);
         fflush(stdout);
@@ -1023,6 +1030,14 @@ static int gate_kernels(int argc, char **argv) {
     if (!any) {
         fprintf(stderr, "gate: unknown model '%s'\n", model);
         return 2;
+    }
+    /* the head sizes of the fixture models (tiny: 32, small: 64) and the
+     * other instances of the kernel, at fixture-sized head counts */
+    {
+        static const gate_model fixture = {"fixture", 256, 4, 2, 2, 4, 512, 0, 0, 0};
+        static const int dkv[][2] = {{32, 32}, {64, 64}, {32, 64}, {64, 32}, {96, 128}, {128, 96}};
+        for (size_t i = 0; i < sizeof dkv / sizeof dkv[0]; i++)
+            if (gate_gdn(&g, &fixture, dkv[i][0], dkv[i][1])) g.n_fail++;
     }
     if (gate_graph(&g)) g.n_fail++;
     if (bench && gate_bench(&g)) g.n_fail++;

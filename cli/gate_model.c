@@ -1,7 +1,7 @@
 /* memra gate model: the whole forward pass of a backend against references.
  *
  *   memra gate model [--backend cuda|cpu] [--fixtures DIR]... [--tol X] [--only TEXT]
- *                    [--threads N] [--device N]
+ *                    [--threads N] [--device N] [--chunk N]
  *
  * Every NAME.ref.json in the fixture folders (default ../shared/fixtures and
  * tests/data, those that exist) names the files its logits belong to (`gguf`:
@@ -27,7 +27,10 @@
  * with itself, so the reference is then the CPU run of the file's weights
  * dequantized to F32 (memra_model_dequantize_f32): the quantized dot products
  * must equal plain F32 arithmetic on the dequantized values. NaN never
- * passes. Prints a table and returns 1 on any failure.
+ * passes. On a backend with graph capture, every file also gets a `graph`
+ * row: decode steps replayed from the state's captured graphs must give
+ * logits memcmp-equal to the same steps run uncaptured (gate_graphs).
+ * Prints a table and returns 1 on any failure.
  *
  * This is a debug subcommand: it reaches into src/ (model, backend). */
 #include <dirent.h>
@@ -47,7 +50,7 @@
 #define MAX_DIRS 8
 #define MAX_CASES 64
 #define MAX_FILES 64
-#define CHUNK 128 /* prefill batch capacity: longer prompts run in chunks */
+#define CHUNK 128 /* default prefill batch capacity (--chunk): longer prompts run in chunks */
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -293,6 +296,7 @@ typedef struct runner {
     memra_state *st;
     memra_batch b;
     int64_t V;
+    int32_t chunk; /* prefill batch capacity */
 } runner;
 
 static void runner_close(runner *r) {
@@ -305,13 +309,14 @@ static void runner_close(runner *r) {
 }
 
 static memra_status runner_open(runner *r, memra_backend *be, const char *path, int dequant, int32_t n_ctx,
-                                memra_error *err) {
+                                int32_t chunk, memra_error *err) {
     memset(r, 0, sizeof *r);
     r->be = be;
+    r->chunk = chunk;
     memra_status s = memra_model_load(path, be, &r->m, err);
     if (s == MEMRA_OK && dequant) s = memra_model_dequantize_f32(r->m, err);
-    if (s == MEMRA_OK) s = memra_state_init(r->m, 1, n_ctx, CHUNK, 1, &r->st, err);
-    if (s == MEMRA_OK) s = memra_batch_init(be, CHUNK, 1, &r->b, err);
+    if (s == MEMRA_OK) s = memra_state_init(r->m, 1, n_ctx, chunk, 1, &r->st, err);
+    if (s == MEMRA_OK) s = memra_batch_init(be, chunk, 1, &r->b, err);
     if (s != MEMRA_OK) {
         if (r->m && r->st) memra_state_free(r->m, r->st);
         r->st = NULL;
@@ -334,15 +339,15 @@ static memra_status run_tokens(runner *r, const int32_t *tok, int32_t n, int32_t
     return memra_forward(r->m, r->st, &r->b, &o, err);
 }
 
-/* The prompt (in chunks of CHUNK), then n_steps - 1 single-token steps.
+/* The prompt (in chunks of r->chunk), then n_steps - 1 single-token steps.
  * prefill [n_prompt][V]: every prompt position. steps [n_steps][V]: row 0 is
  * the last prompt position, row i the logits after feeding token i-1 (forced[i-1],
  * or our own argmax when forced is NULL). tokens [n_steps]: argmax of each row. */
 static memra_status run_sequence(runner *r, const int32_t *prompt, int32_t n_prompt, const int32_t *forced,
                                  int32_t n_steps, float *prefill, float *steps, int32_t *tokens, memra_error *err) {
     int64_t V = r->V;
-    for (int32_t p0 = 0; p0 < n_prompt; p0 += CHUNK) {
-        int32_t n = n_prompt - p0 < CHUNK ? n_prompt - p0 : CHUNK;
+    for (int32_t p0 = 0; p0 < n_prompt; p0 += r->chunk) {
+        int32_t n = n_prompt - p0 < r->chunk ? n_prompt - p0 : r->chunk;
         MEMRA_TRY(run_tokens(r, prompt + p0, n, p0, 1, prefill + (int64_t)p0 * V, err));
     }
     memcpy(steps, prefill + (int64_t)(n_prompt - 1) * V, (size_t)V * sizeof(float));
@@ -365,6 +370,7 @@ typedef struct gate_opts {
     const char *only;
     double tol;
     int threads, device;
+    int32_t chunk; /* prefill batch capacity (--chunk) */
 } gate_opts;
 
 typedef struct gate_ctx {
@@ -415,7 +421,7 @@ static int32_t ctx_needed(const ref *r) {
  * weights dequantized to F32 when the CPU is the backend under test). */
 static memra_status cpu_expect(gate_ctx *g, const ref *r, const char *path, expect *e, memra_error *err) {
     runner cr;
-    MEMRA_TRY(runner_open(&cr, g->cpu, path, g->cpu == g->be, ctx_needed(r), err));
+    MEMRA_TRY(runner_open(&cr, g->cpu, path, g->cpu == g->be, ctx_needed(r), g->o.chunk, err));
     memra_status s = MEMRA_OK;
     if (cr.V != r->V) s = memra_errorf(err, MEMRA_ERR_FORMAT, "vocabulary %lld, the reference has %lld",
                                        (long long)cr.V, (long long)r->V);
@@ -437,6 +443,8 @@ static memra_status cpu_expect(gate_ctx *g, const ref *r, const char *path, expe
     runner_close(&cr);
     return s;
 }
+
+static void gate_graphs(gate_ctx *g, const ref *r, const char *file);
 
 /* Runs one GGUF file of a fixture on the backend under test and prints its rows. */
 static void gate_file(gate_ctx *g, const ref *r, const char *file) {
@@ -467,7 +475,7 @@ static void gate_file(gate_ctx *g, const ref *r, const char *file) {
     double t_ref = now_s() - t0;
 
     runner ru;
-    s = runner_open(&ru, g->be, path, 0, ctx_needed(r), &err);
+    s = runner_open(&ru, g->be, path, 0, ctx_needed(r), g->o.chunk, &err);
     if (s == MEMRA_OK && ru.V != r->V)
         s = memra_errorf(&err, MEMRA_ERR_FORMAT, "vocabulary %lld, the reference has %lld", (long long)ru.V,
                          (long long)r->V);
@@ -537,6 +545,86 @@ static void gate_file(gate_ctx *g, const ref *r, const char *file) {
     snprintf(note, sizeof note, "%ld/%ld tokens equal, %ld near-tie deviations allowed, %ld mismatches%s",
              n_steps - n_tie - n_bad, n_steps, n_tie, n_bad, bad_note);
     row(g, r->name, file, "greedy", 0, 0, n_bad == 0, note);
+    if (g->be->ops->graph_begin) gate_graphs(g, r, file);
+}
+
+/* Decode through the state's graphs against the same steps uncaptured: one
+ * model, two states (graphs on / off), two sequences (the first two cases'
+ * prompts, at most GRAPH_PROMPT tokens each). GRAPH_STEPS steps of both
+ * sequences (n_seqs 2), then GRAPH_STEPS of the first alone (n_seqs 1): each
+ * shape runs uncaptured, is captured, and is replayed GRAPH_STEPS - 2 times.
+ * Every step's logits must be memcmp-equal, and both graphs must exist. */
+#define GRAPH_PROMPT 32
+#define GRAPH_STEPS 5
+static void gate_graphs(gate_ctx *g, const ref *r, const char *file) {
+    char path[1024], note[700] = "";
+    snprintf(path, sizeof path, "%s/%s", r->dir, file);
+    memra_error err = {{0}};
+    memra_model *m = NULL;
+    memra_state *st[2] = {NULL, NULL};
+    memra_batch b[2];
+    int have_b[2] = {0, 0};
+    float *lg[2] = {NULL, NULL};
+    int n_bad = 0, first_bad = -2;
+    if (r->n_cases < 1) return;
+    const ref_case *cs[2] = {&r->cases[0], &r->cases[r->n_cases > 1 ? 1 : 0]};
+    int32_t pos[2] = {0, 0}, next[2] = {0, 0};
+    memra_status s = memra_model_load(path, g->be, &m, &err);
+    int64_t V = m ? m->cfg.n_vocab : 0;
+    for (int k = 0; k < 2 && s == MEMRA_OK; k++) {
+        s = memra_state_init(m, 2, 2 * GRAPH_PROMPT + 2 * GRAPH_STEPS, 2 * GRAPH_PROMPT, 2, &st[k], &err);
+        if (s == MEMRA_OK) s = memra_batch_init(g->be, 2 * GRAPH_PROMPT, 2, &b[k], &err);
+        if (s == MEMRA_OK) have_b[k] = 1;
+        if (s == MEMRA_OK) st[k]->use_graphs = k; /* state 0: uncaptured */
+        lg[k] = malloc(2 * (size_t)V * sizeof(float));
+        if (s == MEMRA_OK && !lg[k]) s = memra_errorf(&err, MEMRA_ERR_NOMEM, "out of memory");
+    }
+    /* both prompts in one batch, then the decode steps */
+    for (int step = -1; step < 2 * GRAPH_STEPS && s == MEMRA_OK; step++) {
+        int n_seqs = step < GRAPH_STEPS ? 2 : 1;
+        for (int k = 0; k < 2 && s == MEMRA_OK; k++) {
+            memra_batch_clear(&b[k]);
+            for (int q = 0; q < n_seqs && s == MEMRA_OK; q++) {
+                int32_t n = cs[q]->n_prompt < GRAPH_PROMPT ? cs[q]->n_prompt : GRAPH_PROMPT;
+                if (step < 0) {
+                    s = memra_batch_add(&b[k], q, cs[q]->prompt, n, 0);
+                    pos[q] = n;
+                } else {
+                    s = memra_batch_add(&b[k], q, &next[q], 1, pos[q]);
+                }
+            }
+            memra_forward_opts fo = {.all_logits = 0, .logits = lg[k]};
+            if (s == MEMRA_OK) s = memra_forward(m, st[k], &b[k], &fo, &err);
+        }
+        if (s != MEMRA_OK) break;
+        if (memcmp(lg[0], lg[1], (size_t)n_seqs * (size_t)V * sizeof(float))) {
+            if (!n_bad) first_bad = step;
+            n_bad++;
+        }
+        for (int q = 0; q < n_seqs; q++) {
+            next[q] = argmax_row(lg[0] + q * V, V);
+            if (next[q] < 0) s = memra_errorf(&err, MEMRA_ERR_INVALID, "step %d: NaN logits", step);
+            if (step >= 0) pos[q]++;
+        }
+    }
+    int made = s == MEMRA_OK && st[1]->graphs && st[1]->graphs[0] && st[1]->graphs[1];
+    if (s != MEMRA_OK)
+        snprintf(note, sizeof note, "%s", err.msg);
+    else if (!made)
+        snprintf(note, sizeof note, "no graph was captured for n_seqs 1 and 2");
+    else {
+        char first[48] = "";
+        if (n_bad) snprintf(first, sizeof first, "; first at step %d (-1: prompt)", first_bad);
+        snprintf(note, sizeof note, "%d decode steps (n_seqs 2, then 1): %d differ from the uncaptured run "
+                 "(memcmp)%s", 2 * GRAPH_STEPS, n_bad, first);
+    }
+    row(g, r->name, file, "graph", 0, 0, s == MEMRA_OK && made && n_bad == 0, note);
+    for (int k = 0; k < 2; k++) {
+        if (have_b[k]) memra_batch_free(g->be, &b[k]);
+        if (st[k]) memra_state_free(m, st[k]);
+        free(lg[k]);
+    }
+    memra_model_free(m);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -603,7 +691,7 @@ static void gate_dir(gate_ctx *g, const char *dir) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: memra gate model [--backend cuda|cpu] [--fixtures DIR]... [--tol X] [--only TEXT]\n"
-            "                        [--threads N] [--device N]\n"
+            "                        [--threads N] [--device N] [--chunk N]\n"
             "\n"
             "Runs every NAME.*.gguf beside a NAME.ref.json on the backend: prefill logits, teacher-forced\n"
             "decode logits and greedy tokens against the reference (files the .ref.json lists) or against\n"
@@ -614,7 +702,9 @@ static void usage(FILE *f) {
             "  --tol X        max|out - ref| / max|ref| bar (default 1e-3)\n"
             "  --only TEXT    only the files whose name contains TEXT\n"
             "  --threads N    CPU threads (default: all)\n"
-            "  --device N     CUDA device (default 0)\n");
+            "  --device N     CUDA device (default 0)\n"
+            "  --chunk N      prefill batch size (default %d; under 16 keeps CUDA matmuls off the TF32 path)\n",
+            CHUNK);
 }
 
 int memra_gate_model(int argc, char **argv) {
@@ -622,6 +712,7 @@ int memra_gate_model(int argc, char **argv) {
     memset(&g, 0, sizeof g);
     g.o.backend = "cuda";
     g.o.tol = 1e-3;
+    g.o.chunk = CHUNK;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -646,6 +737,12 @@ int memra_gate_model(int argc, char **argv) {
             g.o.threads = atoi(argv[++i]);
         } else if (!strcmp(a, "--device") && has) {
             g.o.device = atoi(argv[++i]);
+        } else if (!strcmp(a, "--chunk") && has) {
+            g.o.chunk = atoi(argv[++i]);
+            if (g.o.chunk < 1 || g.o.chunk > 4096) {
+                fprintf(stderr, "gate model: --chunk wants 1..4096, got '%s'\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -681,7 +778,8 @@ int memra_gate_model(int argc, char **argv) {
         if (g.be) memra_backend_free(g.be);
         return 1;
     }
-    printf("memra gate model: backend %s, tolerance %.0e x max|ref|\n", g.be->name, g.o.tol);
+    printf("memra gate model: backend %s, tolerance %.0e x max|ref|, prefill in batches of %d\n", g.be->name, g.o.tol,
+           g.o.chunk);
     printf("%-20s %-32s %-8s %10s %7s  %-4s %s\n", "model", "file", "metric", "worst", "tol", "ok", "note");
     double t0 = now_s();
     for (int d = 0; d < g.o.n_dirs; d++) gate_dir(&g, g.o.dirs[d]);

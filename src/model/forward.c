@@ -254,6 +254,52 @@ memra_status memra_forward_run(const memra_model *m, memra_state *st, const memr
     return logits_rows(&f, rows, all_logits ? f.T : b->n_seqs, NULL);
 }
 
+/* ---- decode graphs ---- */
+
+/* The graphs read the batch's d_* arrays at the addresses captured: a step
+ * with another batch object drops them (and their shapes start over). */
+static void graph_batch_bind(const memra_model *m, memra_state *st, const memra_batch *b) {
+    int32_t *d[5] = {b->d_tokens, b->d_pos, b->d_tok_seq, b->d_seq_start, b->d_slot};
+    if (!memcmp(d, st->graph_batch, sizeof d)) return;
+    memra_state_drop_graphs(m, st);
+    memset(st->warmed, 0, (size_t)st->max_seqs);
+    memcpy(st->graph_batch, d, sizeof d);
+}
+
+/* memra_forward_run of a prepared decode batch through the graph of its
+ * shape (n_seqs): the first step of a shape runs uncaptured, so that every
+ * workspace the ops need exists before the capture; the second captures the
+ * run and launches it; later ones only launch. The logits land in st->logits
+ * as the uncaptured run leaves them (one row per token = per sequence). */
+static memra_status forward_decode_graph(const memra_model *m, memra_state *st, const memra_batch *b,
+                                         memra_error *err) {
+    memra_backend *be = m->be;
+    const memra_backend_ops *o = be->ops;
+    int32_t i = b->n_seqs - 1;
+    graph_batch_bind(m, st, b);
+    if (!st->warmed[i]) {
+        MEMRA_TRY(memra_forward_run(m, st, b, 0, err));
+        st->warmed[i] = 1;
+        return MEMRA_OK;
+    }
+    fw f = {m, &m->cfg, st, (memra_batch *)b, be, b->n_tokens, err};
+    if (!st->graphs[i]) {
+        OP(&f, -1, "graph_begin", graph_begin(be));
+        memra_status s = memra_forward_run(m, st, b, 0, err);
+        memra_graph *g = NULL;
+        /* always end the capture: the backend must leave capture mode */
+        memra_status se = o->graph_end(be, &g);
+        if (s != MEMRA_OK) {
+            if (g) o->graph_free(be, g);
+            return s;
+        }
+        if (se != MEMRA_OK) return op_failed(&f, -1, "graph_end", se);
+        st->graphs[i] = g;
+    }
+    OP(&f, -1, "graph_launch", graph_launch(be, st->graphs[i]));
+    return MEMRA_OK;
+}
+
 memra_status memra_forward(const memra_model *m, memra_state *st, memra_batch *b, const memra_forward_opts *opts,
                            memra_error *err) {
     static const memra_forward_opts defaults = {0};
@@ -264,6 +310,16 @@ memra_status memra_forward(const memra_model *m, memra_state *st, memra_batch *b
     MEMRA_TRY(memra_forward_prepare(m, st, b, err));
     fw f = {m, &m->cfg, st, b, m->be, b->n_tokens, err};
     int64_t T = f.T, H = m->cfg.n_embd, V = m->cfg.n_vocab;
+    if (st->use_graphs && st->graphs && b->n_tokens == b->n_seqs && !opts->hidden) {
+        /* one row per token is one row per sequence: all_logits changes nothing */
+        MEMRA_TRY(forward_decode_graph(m, st, b, err));
+        if (opts->logits) {
+            OP(&f, -1, "sync", sync(f.be));
+            OP(&f, -1, "download logits", download(f.be, opts->logits, st->logits, (size_t)(T * V) * sizeof(float)));
+        }
+        OP(&f, -1, "sync", sync(f.be));
+        return MEMRA_OK;
+    }
     MEMRA_TRY(run_trunk(&f, opts->hidden));
     if (opts->all_logits) {
         /* in chunks of the logits buffer's rows */

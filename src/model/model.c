@@ -104,9 +104,26 @@ static int32_t logit_rows(const memra_state *st) {
     return r > st->max_seqs ? r : st->max_seqs;
 }
 
+static int backend_has_graphs(const memra_backend *be) {
+    const memra_backend_ops *o = be->ops;
+    return o->graph_begin && o->graph_end && o->graph_launch && o->graph_free;
+}
+
+void memra_state_drop_graphs(const memra_model *m, memra_state *st) {
+    if (st->graphs)
+        for (int32_t i = 0; i < st->max_seqs; i++) {
+            if (st->graphs[i]) m->be->ops->graph_free(m->be, st->graphs[i]);
+            st->graphs[i] = NULL;
+        }
+    memset(st->graph_batch, 0, sizeof st->graph_batch);
+}
+
 void memra_state_free(const memra_model *m, memra_state *st) {
     if (!st) return;
     memra_backend *be = m->be;
+    memra_state_drop_graphs(m, st);
+    free(st->graphs);
+    free(st->warmed);
     float **per_layer[] = {st->k_cache, st->v_cache, st->conv, st->ssm};
     for (size_t j = 0; j < MEMRA_ARRAY_LEN(per_layer); j++) {
         if (!per_layer[j]) continue;
@@ -164,6 +181,12 @@ memra_status memra_state_init(const memra_model *m, int32_t n_slots, int32_t n_c
     if (s == MEMRA_OK) s = alloc_floats(be, T, (size_t)st->big_n, 1, &st->big);
     if (s == MEMRA_OK) s = alloc_floats(be, T, (size_t)st->mid_n, 1, &st->mid);
     st->logit_rows = logit_rows(st);
+    if (s == MEMRA_OK && backend_has_graphs(be)) {
+        st->graphs = calloc((size_t)max_seqs, sizeof *st->graphs);
+        st->warmed = calloc((size_t)max_seqs, 1);
+        if (!st->graphs || !st->warmed) s = MEMRA_ERR_NOMEM;
+        st->use_graphs = 1;
+    }
     if (s == MEMRA_OK) s = alloc_floats(be, (size_t)st->logit_rows, (size_t)c->n_vocab, 1, &st->logits);
     if (s == MEMRA_OK && c->is_moe) {
         s = alloc_floats(be, T, (size_t)c->n_expert_used, 1, (float **)&st->ids);

@@ -118,11 +118,27 @@ typedef struct memra_state {
     float *logits;  /* [logit_rows][n_vocab] */
     int32_t logit_rows; /* max(max_seqs, min(max_tokens, 64)): all-position logits are made in chunks of this */
     int64_t big_n, mid_n;
+
+    /* Decode graphs (backend graph capture; none where the backend has no
+     * graph ops). A decode batch (one token per sequence) has one op
+     * sequence per n_seqs, so memra_forward keeps one graph per n_seqs: the
+     * first step of a shape runs uncaptured (it sizes the backend's
+     * workspace, which must not grow during a capture), the second is
+     * captured, and every later one replays it after batch_upload. */
+    int use_graphs;        /* 1 (default where the backend has graph ops): memra_forward uses them; 0: never */
+    memra_graph **graphs;  /* [max_seqs]: graphs[n - 1] replays a decode step of n sequences, or NULL */
+    unsigned char *warmed; /* [max_seqs]: the shape n - 1 ran once uncaptured */
+    int32_t *graph_batch[5]; /* the batch's d_* arrays the graphs read; another batch drops them */
 } memra_state;
 
 memra_status memra_state_init(const memra_model *m, int32_t n_slots, int32_t n_ctx, int32_t max_tokens,
                               int32_t max_seqs, memra_state **out, memra_error *err);
 void memra_state_free(const memra_model *m, memra_state *st);
+
+/* Frees the state's decode graphs (they hold the addresses of the weights,
+ * the state and the batch: call it before any of those move, e.g. after
+ * memra_model_dequantize_f32 on a model whose state already ran). */
+void memra_state_drop_graphs(const memra_model *m, memra_state *st);
 
 /* Zeroes a slot's recurrent state (conv + ssm) so that it can start a new
  * sequence. memra_forward does this by itself for a run starting at position 0. */
@@ -137,7 +153,9 @@ typedef struct memra_forward_opts {
 
 /* Runs one batch (filled by the caller and checked here: token ids in the
  * vocabulary, slots in range and distinct, positions consecutive within a
- * sequence and below n_ctx) and uploads it with batch_upload. */
+ * sequence and below n_ctx) and uploads it with batch_upload. A decode batch
+ * without opts->hidden runs through the state's decode graphs (st->use_graphs);
+ * its logits are bit-identical to the uncaptured run. */
 memra_status memra_forward(const memra_model *m, memra_state *st, memra_batch *b, const memra_forward_opts *opts,
                            memra_error *err);
 

@@ -24,6 +24,13 @@ typedef struct cuda_impl {
     int capturing;  /* 1 between graph_begin and graph_end: no allocation, no host reads of batch data */
     void *ws;       /* workspace for multi-kernel ops (attention partials, gdn conv output) */
     size_t ws_bytes;
+    /* A captured graph holds the workspace address it was captured with, so
+     * while graphs exist a growing workspace retires the old buffer instead
+     * of freeing it; the retired buffers go when the last graph does. */
+    int n_graphs;     /* graphs made by graph_end and not yet freed */
+    int ws_in_graph;  /* the current ws may be referenced by a live graph */
+    void **retired;   /* [n_retired] older workspaces */
+    int n_retired;
     memra_error err; /* last error message (ops have no err argument; see cuda_last_error) */
 } cuda_impl;
 

@@ -39,9 +39,18 @@ memra_status cuda_ws_reserve(memra_backend *be, size_t bytes) {
     size_t want = (bytes + (16u << 20) - 1) & ~(size_t)((16u << 20) - 1);
     memra_status st = cuda_check(be, cudaStreamSynchronize(c->stream), "workspace: sync");
     if (st) return st;
-    if (c->ws) cudaFree(c->ws);
+    if (c->ws && c->ws_in_graph && c->n_graphs > 0) {
+        /* a live graph replays with this address: keep it until the graphs go */
+        void **r = (void **)realloc(c->retired, (size_t)(c->n_retired + 1) * sizeof *r);
+        if (!r) return cuda_fail(be, MEMRA_ERR_NOMEM, "workspace: out of host memory");
+        c->retired = r;
+        c->retired[c->n_retired++] = c->ws;
+    } else if (c->ws) {
+        cudaFree(c->ws);
+    }
     c->ws = NULL;
     c->ws_bytes = 0;
+    c->ws_in_graph = 0;
     cudaError_t e = cudaMalloc(&c->ws, want);
     if (e != cudaSuccess) {
         c->ws = NULL;
@@ -49,6 +58,16 @@ memra_status cuda_ws_reserve(memra_backend *be, size_t bytes) {
     }
     c->ws_bytes = want;
     return MEMRA_OK;
+}
+
+/* Frees the retired workspaces (no graph can replay with them any more). */
+static void ws_free_retired(cuda_impl *c) {
+    if (!c->n_retired) return;
+    cudaStreamSynchronize(c->stream); /* a replay already queued may still read them */
+    for (int i = 0; i < c->n_retired; i++) cudaFree(c->retired[i]);
+    free(c->retired);
+    c->retired = NULL;
+    c->n_retired = 0;
 }
 
 /* ---- memory ---- */
@@ -186,6 +205,8 @@ static memra_status c_graph_end(memra_backend *be, memra_graph **out) {
         return st;
     }
     *out = mg;
+    c->n_graphs++;
+    if (c->ws) c->ws_in_graph = 1;
     return MEMRA_OK;
 }
 
@@ -196,9 +217,14 @@ static memra_status c_graph_launch(memra_backend *be, memra_graph *g) {
 
 static void c_graph_free(memra_backend *be, memra_graph *g) {
     if (!g) return;
+    cuda_impl *c = cuda_of(be);
     if (g->exec) cudaGraphExecDestroy(g->exec);
     if (g->graph) cudaGraphDestroy(g->graph);
     free(g);
+    if (c->n_graphs > 0 && --c->n_graphs == 0) {
+        ws_free_retired(c);
+        c->ws_in_graph = 0;
+    }
 }
 
 static const char *c_last_error(memra_backend *be) { return cuda_of(be)->err.msg; }
@@ -213,6 +239,7 @@ static void c_destroy(memra_backend *be) {
             if (g) cudaGraphDestroy(g);
         }
         cudaStreamSynchronize(c->stream);
+        ws_free_retired(c);
         if (c->ws) cudaFree(c->ws);
         cudaStreamDestroy(c->stream);
         free(c);

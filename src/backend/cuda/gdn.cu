@@ -16,8 +16,6 @@
 #include "backend/cuda/ops.cuh"
 
 #define GDN_MAX_DCONV 8
-#define GDN_DK 128
-#define GDN_DV 128
 
 /* Launch contract: grid (ceil(conv_dim / 128), n_seqs), block 128; thread
  * owns channel c of sequence blockIdx.y and walks the sequence's tokens in
@@ -71,90 +69,159 @@ typedef struct gdn_args {
     float eps, l2_eps;
 } gdn_args;
 
-/* Launch contract: grid (n_v, n_seqs), block 256 (8 warps), d_k = d_v = 128.
- * Warp w owns value columns j = 16w .. 16w + 15 of head blockIdx.x; lane l
- * owns key rows i = 4l .. 4l + 3, so the state S[i][j] (memory j*128 + i) is
- * read once as float4 per (lane, j), kept in 64 registers per thread over the
- * sequence's tokens, and written back at the end. Per token: threads 0..127
- * hold q[i] and v[i], threads 128..255 k[i]; warp sums are combined in warp
- * order. */
+/* n consecutive floats, as one float4 / float2 load where n allows it
+ * (the launcher checks the 16-byte alignment of the state). */
+template <int N> __device__ __forceinline__ void gdn_load(const float *p, float *r) {
+    if constexpr (N == 4) {
+        float4 v = *(const float4 *)p;
+        r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
+    } else if constexpr (N == 2) {
+        float2 v = *(const float2 *)p;
+        r[0] = v.x, r[1] = v.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; i++) r[i] = p[i];
+    }
+}
+
+template <int N> __device__ __forceinline__ void gdn_store(float *p, const float *r) {
+    if constexpr (N == 4) {
+        *(float4 *)p = make_float4(r[0], r[1], r[2], r[3]);
+    } else if constexpr (N == 2) {
+        *(float2 *)p = make_float2(r[0], r[1]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; i++) p[i] = r[i];
+    }
+}
+
+/* Sum of the n warp partials red[0..n), n <= 4, in a fixed pairwise order. */
+template <int N> __device__ __forceinline__ float gdn_sum_warps(const float *red) {
+    if constexpr (N == 1) return red[0];
+    else if constexpr (N == 2) return red[0] + red[1];
+    else if constexpr (N == 3) return (red[0] + red[1]) + red[2];
+    else return (red[0] + red[1]) + (red[2] + red[3]);
+}
+
+/* r[0..N) . k[0..N) accumulated from element 0 up (fixed order). */
+template <int N> __device__ __forceinline__ float gdn_dot(const float *r, const float *k) {
+    float acc = r[0] * k[0];
+#pragma unroll
+    for (int i = 1; i < N; i++) acc = fmaf(r[i], k[i], acc);
+    return acc;
+}
+
+/* Launch contract: grid (n_v, n_seqs), block 256 (8 warps); DK, DV in
+ * {32, 64, 96, 128} (the launcher picks the instance). KR = DK / 32 key rows
+ * per lane, CW = DV / 8 value columns per warp: warp w owns columns
+ * j = CW w .. CW w + CW - 1 of head blockIdx.x, lane l owns key rows
+ * i = KR l .. KR l + KR - 1, so the state S[i][j] (memory j*DK + i) is read
+ * once per (lane, j) (a float4 when KR = 4), kept in CW x KR registers per
+ * thread over the sequence's tokens (64 at DK = DV = 128), and written back
+ * at the end; ssm_state 16-byte aligned. Per token: threads 0..DK-1 hold q[i],
+ * threads DK..2DK-1 k[i], threads 0..DV-1 v[j]; the norms sum the warp
+ * partials of their threads in warp order. */
+template <int DK, int DV>
 __global__ void __launch_bounds__(256) k_gdn_heads(gdn_args a) {
-    __shared__ __align__(16) float qn[GDN_DK], kn[GDN_DK], vs[GDN_DV], os[GDN_DV]; /* float4 reads of qn, kn */
+    constexpr int KR = DK / 32, CW = DV / 8;
+    static_assert(DK % 32 == 0 && DK <= 128 && DV % 32 == 0 && DV <= 128, "gdn: head sizes");
+    __shared__ __align__(16) float qn[DK], kn[DK], vs[DV], os[DV]; /* vector reads of qn, kn */
     __shared__ float red[8];
     const int h = blockIdx.x, s = blockIdx.y;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tid = threadIdx.x;
     const int kh = a.kv_tiled ? h % a.n_k : h / (a.n_v / a.n_k);
-    const int64_t key_dim = (int64_t)a.n_k * GDN_DK;
-    float *S = a.ssm_state + ((int64_t)a.slot[s] * a.n_v + h) * GDN_DV * GDN_DK;
-    float st[16][4];
+    const int64_t key_dim = (int64_t)a.n_k * DK;
+    float *S = a.ssm_state + ((int64_t)a.slot[s] * a.n_v + h) * DV * DK;
+    float st[CW][KR];
 #pragma unroll
-    for (int jj = 0; jj < 16; jj++) {
-        float4 v4 = *(const float4 *)(S + (int64_t)(16 * w + jj) * GDN_DK + 4 * lane);
-        st[jj][0] = v4.x, st[jj][1] = v4.y, st[jj][2] = v4.z, st[jj][3] = v4.w;
-    }
-    const float dt_b = a.dt_bias[h], A = a.a[h], nw = tid < GDN_DV ? a.norm[tid] : 0.0f;
-    const float qscale = 1.0f / sqrtf((float)GDN_DK);
+    for (int jj = 0; jj < CW; jj++) gdn_load<KR>(S + (int64_t)(CW * w + jj) * DK + KR * lane, st[jj]);
+    const float dt_b = a.dt_bias[h], A = a.a[h], nw = tid < DV ? a.norm[tid] : 0.0f;
+    const float qscale = 1.0f / sqrtf((float)DK);
     for (int t = a.seq_start[s]; t < a.seq_start[s + 1]; t++) {
         const float *ct = a.conv + (int64_t)t * a.conv_dim;
-        /* q (threads 0..127) and k (128..255) of key head kh, L2-normalised */
-        float x = tid < GDN_DK ? ct[(int64_t)kh * GDN_DK + tid] : ct[key_dim + (int64_t)kh * GDN_DK + tid - GDN_DK];
-        if (tid < GDN_DV) vs[tid] = ct[2 * key_dim + (int64_t)h * GDN_DV + tid];
+        /* q (threads 0..DK-1) and k (DK..2DK-1) of key head kh, L2-normalised */
+        float x = 0.0f; /* threads past 2 DK hold nothing (zero partial sums) */
+        if (tid < DK) x = ct[(int64_t)kh * DK + tid];
+        else if (2 * DK == 256 || tid < 2 * DK) x = ct[key_dim + (int64_t)kh * DK + tid - DK];
+        if (tid < DV) vs[tid] = ct[2 * key_dim + (int64_t)h * DV + tid];
         float ss = warp_sum(x * x);
         if (lane == 0) red[w] = ss;
         __syncthreads();
-        if (tid < GDN_DK) {
-            float qss = (red[0] + red[1]) + (red[2] + red[3]);
-            qn[tid] = x / sqrtf(qss + a.l2_eps) * qscale;
-        } else {
-            float kss = (red[4] + red[5]) + (red[6] + red[7]);
-            kn[tid - GDN_DK] = x / sqrtf(kss + a.l2_eps);
+        if (tid < DK) {
+            qn[tid] = x / sqrtf(gdn_sum_warps<KR>(red) + a.l2_eps) * qscale;
+        } else if (tid < 2 * DK) {
+            kn[tid - DK] = x / sqrtf(gdn_sum_warps<KR>(red + KR) + a.l2_eps);
         }
         __syncthreads();
         const float beta = sigmoid_f(a.braw[(int64_t)t * a.n_v + h]);
         const float g = A * softplus_f(a.araw[(int64_t)t * a.n_v + h] + dt_b);
         const float eg = expf(g);
-        const float4 k4 = *(const float4 *)(kn + 4 * lane), q4 = *(const float4 *)(qn + 4 * lane);
+        float kr[KR], qr[KR];
+        gdn_load<KR>(kn + KR * lane, kr);
+        gdn_load<KR>(qn + KR * lane, qr);
 #pragma unroll
-        for (int jj = 0; jj < 16; jj++) {
-            const int j = 16 * w + jj;
+        for (int jj = 0; jj < CW; jj++) {
+            const int j = CW * w + jj;
             float *r = st[jj];
-            r[0] *= eg, r[1] *= eg, r[2] *= eg, r[3] *= eg;
-            float kv = fmaf(r[3], k4.w, fmaf(r[2], k4.z, fmaf(r[1], k4.y, r[0] * k4.x)));
-            kv = warp_sum(kv);
+#pragma unroll
+            for (int i = 0; i < KR; i++) r[i] *= eg;
+            const float kv = warp_sum(gdn_dot<KR>(r, kr));
             const float d = beta * (vs[j] - kv);
-            r[0] = fmaf(k4.x, d, r[0]), r[1] = fmaf(k4.y, d, r[1]);
-            r[2] = fmaf(k4.z, d, r[2]), r[3] = fmaf(k4.w, d, r[3]);
-            float o = fmaf(r[3], q4.w, fmaf(r[2], q4.z, fmaf(r[1], q4.y, r[0] * q4.x)));
-            o = warp_sum(o);
+#pragma unroll
+            for (int i = 0; i < KR; i++) r[i] = fmaf(kr[i], d, r[i]);
+            const float o = warp_sum(gdn_dot<KR>(r, qr));
             if (lane == 0) os[j] = o;
         }
         __syncthreads();
-        /* gated RMSNorm over the head's d_v outputs (threads 0..127) */
-        float o = tid < GDN_DV ? os[tid] : 0.0f;
+        /* gated RMSNorm over the head's d_v outputs (threads 0..DV-1) */
+        float o = tid < DV ? os[tid] : 0.0f;
         float oss = warp_sum(o * o);
         __syncthreads(); /* red is reused */
         if (lane == 0) red[w] = oss;
         __syncthreads();
-        if (tid < GDN_DV) {
-            float tot = (red[0] + red[1]) + (red[2] + red[3]);
-            float zz = a.z[(int64_t)t * a.n_v * GDN_DV + (int64_t)h * GDN_DV + tid];
-            a.out[(int64_t)t * a.n_v * GDN_DV + (int64_t)h * GDN_DV + tid] =
-                o / sqrtf(tot / (float)GDN_DV + a.eps) * nw * silu_f(zz);
+        if (tid < DV) {
+            float tot = gdn_sum_warps<DV / 32>(red);
+            float zz = a.z[(int64_t)t * a.n_v * DV + (int64_t)h * DV + tid];
+            a.out[(int64_t)t * a.n_v * DV + (int64_t)h * DV + tid] =
+                o / sqrtf(tot / (float)DV + a.eps) * nw * silu_f(zz);
         }
         __syncthreads(); /* qn/kn/vs/os/red are rewritten by the next token */
     }
 #pragma unroll
-    for (int jj = 0; jj < 16; jj++)
-        *(float4 *)(S + (int64_t)(16 * w + jj) * GDN_DK + 4 * lane) =
-            make_float4(st[jj][0], st[jj][1], st[jj][2], st[jj][3]);
+    for (int jj = 0; jj < CW; jj++) gdn_store<KR>(S + (int64_t)(CW * w + jj) * DK + KR * lane, st[jj]);
+}
+
+typedef void (*gdn_heads_fn)(gdn_args);
+
+template <int DK> static gdn_heads_fn gdn_pick_dv(int dv) {
+    switch (dv) {
+    case 32: return k_gdn_heads<DK, 32>;
+    case 64: return k_gdn_heads<DK, 64>;
+    case 96: return k_gdn_heads<DK, 96>;
+    case 128: return k_gdn_heads<DK, 128>;
+    default: return NULL;
+    }
+}
+
+/* The head kernel for d_k, d_v; NULL for sizes without an instance. */
+static gdn_heads_fn gdn_pick(int dk, int dv) {
+    switch (dk) {
+    case 32: return gdn_pick_dv<32>(dv);
+    case 64: return gdn_pick_dv<64>(dv);
+    case 96: return gdn_pick_dv<96>(dv);
+    case 128: return gdn_pick_dv<128>(dv);
+    default: return NULL;
+    }
 }
 
 memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gdn_params *p, float *conv_state,
                          float *ssm_state, const float *mixed, const float *z, const float *braw, const float *araw,
                          float *out) {
     int64_t T = b->n_tokens;
-    if (p->d_k != GDN_DK || p->d_v != GDN_DV)
-        return CUDA_INVALID(be, "gdn: d_k %d, d_v %d: the CUDA kernel needs 128 and 128", p->d_k, p->d_v);
+    gdn_heads_fn heads = gdn_pick(p->d_k, p->d_v);
+    if (!heads)
+        return CUDA_INVALID(be, "gdn: d_k %d, d_v %d: the CUDA kernel needs each in {32, 64, 96, 128}", p->d_k,
+                            p->d_v);
     if (p->n_k <= 0 || p->n_v <= 0 || p->n_v % p->n_k || p->d_conv < 2 || p->d_conv > GDN_MAX_DCONV)
         return CUDA_INVALID(be, "gdn: n_k %d, n_v %d, d_conv %d", p->n_k, p->n_v, p->d_conv);
     int64_t conv_dim = 2 * (int64_t)p->n_k * p->d_k + (int64_t)p->n_v * p->d_v;
@@ -196,6 +263,6 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
     a.kv_tiled = p->kv_tiled;
     a.eps = p->eps;
     a.l2_eps = p->l2_eps;
-    k_gdn_heads<<<dim3((unsigned)p->n_v, (unsigned)b->n_seqs), 256, 0, c->stream>>>(a);
+    heads<<<dim3((unsigned)p->n_v, (unsigned)b->n_seqs), 256, 0, c->stream>>>(a);
     return CUDA_LAUNCHED(be, "gdn: head kernel");
 }
