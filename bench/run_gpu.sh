@@ -59,8 +59,9 @@ say "commit $COMMIT ($DIRTY changed files), GPU: $GPU"
 status_build=skipped status_kernels=skipped status_model=skipped
 # ---------------------------------------------------------------- build
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-    say "make -j16 CUDA_ARCH=$CUDA_ARCH BUILD=$BUILD"
-    if make -j16 CUDA_ARCH="$CUDA_ARCH" BUILD="$BUILD" >"$OUT/build.log" 2>&1; then
+    DEPS_ARG=; [ -d .deps ] && DEPS_ARG="DEPS=.deps"  # headers + static libs carried from here
+    say "make -j16 CUDA_ARCH=$CUDA_ARCH BUILD=$BUILD $DEPS_ARG"
+    if make -j16 CUDA_ARCH="$CUDA_ARCH" BUILD="$BUILD" $DEPS_ARG >"$OUT/build.log" 2>&1; then
         status_build=ok
     else
         status_build=FAIL
