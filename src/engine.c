@@ -82,6 +82,17 @@ static memra_status open_backend(const memra_engine_options *o, memra_backend **
     return memra_backend_cpu_init(be, o->n_threads, err);
 }
 
+/* The weights are 95% of loading; the tokenizer and state the rest. */
+typedef struct load_progress {
+    memra_progress_fn fn;
+    void *user;
+} load_progress;
+
+static void scaled_progress(void *user, float f) {
+    load_progress *lp = user;
+    lp->fn(lp->user, 0.95f * f);
+}
+
 static int64_t count_params(const memra_gguf *g) {
     int64_t n = 0;
     for (int64_t i = 0; i < memra_gguf_n_tensors(g); i++) {
@@ -104,8 +115,10 @@ memra_status memra_engine_open(const char *path, const memra_engine_options *opt
     memra_status st;
     if (o.progress) o.progress(o.progress_user, 0.0f);
     if ((st = open_backend(&o, &e->be, err)) != MEMRA_OK) goto fail;
-    if ((st = memra_model_load(path, e->be, &e->model, err)) != MEMRA_OK) goto fail;
-    if (o.progress) o.progress(o.progress_user, 0.9f);
+    load_progress lp = {o.progress, o.progress_user};
+    if ((st = memra_model_load_progress(path, e->be, o.progress ? scaled_progress : NULL, &lp, &e->model, err)) !=
+        MEMRA_OK)
+        goto fail;
     if ((st = memra_tokenizer_from_gguf(e->model->gguf, &e->tok, err)) != MEMRA_OK) {
         memra_error_prefix(err, "%s", path);
         goto fail;

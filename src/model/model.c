@@ -21,6 +21,11 @@ void memra_model_free(memra_model *m) {
 }
 
 memra_status memra_model_load_gguf(memra_gguf *g, memra_backend *be, memra_model **out, memra_error *err) {
+    return memra_model_load_gguf_progress(g, be, NULL, NULL, out, err);
+}
+
+memra_status memra_model_load_gguf_progress(memra_gguf *g, memra_backend *be, void (*progress)(void *, float),
+                                            void *user, memra_model **out, memra_error *err) {
     *out = NULL;
     memra_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -31,11 +36,16 @@ memra_status memra_model_load_gguf(memra_gguf *g, memra_backend *be, memra_model
     m->be = be;
     memra_status st = memra_config_from_gguf(g, &m->cfg, err);
     if (st == MEMRA_OK) st = memra_weights_bind(m, err);
+    /* progress by bytes: uploading the weights is what takes time on a GPU */
+    uint64_t total = 0, done = 0;
+    for (int64_t i = 0; st == MEMRA_OK && i < m->n_weights; i++) total += m->weights[i].nbytes;
     for (int64_t i = 0; st == MEMRA_OK && i < m->n_weights; i++) {
         st = be->ops->weight_load(be, &m->weights[i]);
         if (st != MEMRA_OK)
             memra_errorf(err, st, "backend %s: cannot load tensor '%s' (%llu bytes)", be->name, m->weights[i].name,
                          (unsigned long long)m->weights[i].nbytes);
+        done += m->weights[i].nbytes;
+        if (progress && total) progress(user, (float)((double)done / (double)total));
     }
     if (st != MEMRA_OK) {
         memra_model_free(m);
@@ -50,11 +60,16 @@ memra_status memra_model_load_gguf(memra_gguf *g, memra_backend *be, memra_model
 }
 
 memra_status memra_model_load(const char *path, memra_backend *be, memra_model **out, memra_error *err) {
+    return memra_model_load_progress(path, be, NULL, NULL, out, err);
+}
+
+memra_status memra_model_load_progress(const char *path, memra_backend *be, void (*progress)(void *, float),
+                                       void *user, memra_model **out, memra_error *err) {
     *out = NULL;
     memra_gguf *g = NULL;
     memra_status st = memra_gguf_open(path, &g, err); /* its messages name the path */
     if (st != MEMRA_OK) return st;
-    st = memra_model_load_gguf(g, be, out, err);
+    st = memra_model_load_gguf_progress(g, be, progress, user, out, err);
     if (st != MEMRA_OK) memra_error_prefix(err, "%s", path);
     return st;
 }

@@ -89,6 +89,14 @@ memra_status memra_model_load(const char *path, memra_backend *be, memra_model *
 /* The same from an already opened file; takes ownership of g (also on failure). */
 memra_status memra_model_load_gguf(memra_gguf *g, memra_backend *be, memra_model **out, memra_error *err);
 
+/* The same, calling progress(user, fraction) as the weights are made usable
+ * by the backend (fraction of the weight bytes; uploading is what takes time
+ * on a GPU). progress may be NULL. */
+memra_status memra_model_load_progress(const char *path, memra_backend *be, void (*progress)(void *, float),
+                                       void *user, memra_model **out, memra_error *err);
+memra_status memra_model_load_gguf_progress(memra_gguf *g, memra_backend *be, void (*progress)(void *, float),
+                                            void *user, memra_model **out, memra_error *err);
+
 void memra_model_free(memra_model *m);
 
 /* Replaces every non-F32 weight with an F32 copy dequantized by
