@@ -1,9 +1,9 @@
 /* matmul: y[t][o] (+)= sum_i W[o][i] x[t][i] for every supported weight type,
  * reading the weights in their GGUF encoding (no dequantized copy).
  *
- * One kernel serves every T: a warp per output row, tokens taken NT at a time
- * (NT = 1, 2, 4, 8 or 16 by T), the reduction order fixed by the row length alone
- * (matvec.cuh). So row t of a T-token product is bit-identical to the same
+ * One kernel serves every T < 16: a warp per R output rows, tokens taken NT
+ * at a time (NT = 1, 2, 4, 8 or 16 by T), the reduction order of a row fixed
+ * by the row length alone (matvec.cuh). So row t of a T-token product is bit-identical to the same
  * row computed with T = 1.
  *
  * Prefill (T >= MM_TC_MIN_T) uses the tensor cores instead: 64 x 64 tiles
@@ -101,30 +101,21 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-#define MM_WARPS 4
-
-/* Launch contract: grid (ceil(n_out / MM_WARPS), ceil(T / NT)), block
- * 32 * MM_WARPS. Warp w of block (bx, by) owns output row bx * MM_WARPS + w
- * for tokens [by * NT, by * NT + NT) ∩ [0, T); lane 0 writes. W rows are
- * row_bytes apart; x rows `in` floats apart, 16-byte aligned. */
+/* T < 16: k_matvec (matvec.cuh) with the production configuration
+ * mv_config<TYPE, NT>, tokens taken NT = 1, 2, 4, 8 or 16 at a time. */
 template <int TYPE, int NT>
-__global__ void __launch_bounds__(32 * MM_WARPS)
-    k_matmul(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
-             const float *__restrict__ x, float *__restrict__ y, int64_t T, int accumulate) {
-    int64_t row = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
-    if (row >= n_out) return;
-    int64_t t0 = (int64_t)blockIdx.y * NT;
-    int nt = (int)min((int64_t)NT, T - t0);
-    float r[NT];
-    warp_row_dot<TYPE, NT>(W + row * row_bytes, in / 32, x + t0 * in, in, nt, r);
-    if ((threadIdx.x & 31) == 0) {
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            if (t < nt) {
-                float *yp = y + (t0 + t) * n_out + row;
-                *yp = accumulate ? *yp + r[t] : r[t];
-            }
-        }
+static void launch_matvec(const uint8_t *W, size_t row_bytes, int64_t in, int64_t n_out, const float *x, float *y,
+                          int64_t T, int accumulate, cudaStream_t s) {
+    typedef mv_config<TYPE, NT> C;
+    unsigned gy = (unsigned)((T + NT - 1) / NT);
+    if (C::R > 1 && n_out >= C::R * C::MIN_WARPS) {
+        dim3 grid((unsigned)((n_out + C::WARPS * C::R - 1) / (C::WARPS * C::R)), gy);
+        k_matvec<TYPE, NT, C::R, C::WARPS, C::U><<<grid, 32 * C::WARPS, 0, s>>>(W, row_bytes, in, n_out, x, y, T,
+                                                                                 accumulate);
+    } else {
+        dim3 grid((unsigned)((n_out + C::WARPS - 1) / C::WARPS), gy);
+        k_matvec<TYPE, NT, 1, C::WARPS, C::U1><<<grid, 32 * C::WARPS, 0, s>>>(W, row_bytes, in, n_out, x, y, T,
+                                                                               accumulate);
     }
 }
 
@@ -134,21 +125,17 @@ static void launch_matmul(const uint8_t *W, size_t row_bytes, int64_t in, int64_
     if (T >= MM_TC_MIN_T) {
         dim3 grid((unsigned)((n_out + TC_M - 1) / TC_M), (unsigned)((T + TC_N - 1) / TC_N));
         k_matmul_tc<TYPE><<<grid, 256, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
-        return;
+    } else if (T == 1) {
+        launch_matvec<TYPE, 1>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
+    } else if (T == 2) {
+        launch_matvec<TYPE, 2>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
+    } else if (T <= 4) {
+        launch_matvec<TYPE, 4>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
+    } else if (T <= 8) {
+        launch_matvec<TYPE, 8>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
+    } else {
+        launch_matvec<TYPE, 16>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
     }
-    dim3 block(32 * MM_WARPS);
-    unsigned gx = (unsigned)((n_out + MM_WARPS - 1) / MM_WARPS);
-    if (T == 1)
-        k_matmul<TYPE, 1><<<dim3(gx, 1), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
-    else if (T == 2)
-        k_matmul<TYPE, 2><<<dim3(gx, 1), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
-    else if (T <= 4)
-        k_matmul<TYPE, 4><<<dim3(gx, 1), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
-    else if (T <= 8)
-        k_matmul<TYPE, 8><<<dim3(gx, 1), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T, accumulate);
-    else
-        k_matmul<TYPE, 16><<<dim3(gx, (unsigned)((T + 15) / 16)), block, 0, s>>>(W, row_bytes, in, n_out, x, y, T,
-                                                                                 accumulate);
 }
 
 int cuda_type_supported(uint32_t type) { return cuda_type_row_bytes(type, 256) != 0; }
@@ -171,7 +158,10 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
         return CUDA_INVALID(be, "matmul %s: row of %lld %s elements is %zu bytes, weight says %llu", name,
                             (long long)in, memra_type_name(w->type), rb, (unsigned long long)w->row_bytes);
     if (!cuda_aligned16(x)) return CUDA_INVALID(be, "matmul %s: x not 16-byte aligned", name);
-    if (n_out / MM_WARPS >= (int64_t)INT32_MAX || (T + 15) / 16 > 65535)
+    /* the decoders' aligned 8-byte loads (Q4_K, Q5_K, IQ4_XS) need an
+     * aligned start; every row is then aligned too (block sizes 144, 176, 136) */
+    if ((uintptr_t)w->data & 15) return CUDA_INVALID(be, "matmul %s: weight not 16-byte aligned", name);
+    if (n_out >= (int64_t)INT32_MAX || (T + 15) / 16 > 65535)
         return CUDA_INVALID(be, "matmul %s: %lld rows x %lld tokens exceed the grid", name, (long long)n_out,
                             (long long)T);
     cudaStream_t s = cuda_of(be)->stream;

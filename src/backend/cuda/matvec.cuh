@@ -13,6 +13,11 @@
  * whatever batch it is computed in (batch invariance). FMAs are written out
  * (fmaf) so the compiler cannot contract differently per NT.
  *
+ * warp_row_dot (one row; moe.cu) and warp_rows_dot + k_matvec (R rows per
+ * warp; matmul.cu's T < 16 path) do the same operations per row, so the two
+ * give the same bits. The T = 1 path is issue-bound for the quantized types
+ * (~4 instructions per weight with fp32 activations; bench/results/matvec.md).
+ *
  * Contract: x rows 16-byte aligned, x_stride a multiple of 4 floats, the row
  * length a multiple of 32 (of the type's block size for the bigger blocks). */
 #ifndef MEMRA_CUDA_MATVEC_CUH
@@ -50,5 +55,122 @@ __device__ __forceinline__ void warp_row_dot(const uint8_t *__restrict__ row, in
 #pragma unroll
     for (int t = 0; t < NT; t++) res[t] = warp_sum(__fadd_rn(acc[t][0], acc[t][1]));
 }
+
+/* The same per-row computation for R rows at once: each lane loads its 8
+ * activations of a token once and uses them for all R rows, which divides
+ * the activation traffic through L1 by R (for a 4.5-bit type a warp
+ * otherwise reads 7 times more activation bytes from L1 than weight bytes
+ * from DRAM), and the weights of U steps (U * R independent loads per lane)
+ * are fetched before any of them is used, to keep enough bytes in flight.
+ * Row r's operations are exactly warp_row_dot's (same lane layout, steps in
+ * the same order, same fmaf chains, same butterfly), so a row's result does
+ * not depend on R, U, NT or which rows share its warp. rows[r] must be valid
+ * pointers (callers repeat the last row past the end and drop its result). */
+template <int NT, int R>
+__device__ __forceinline__ void mv_fma_step(float (*acc)[R][2], const float (*v)[8], const float *__restrict__ x,
+                                            int64_t x_stride, int g, int q, int nt) {
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        if (t < nt) {
+            const float4 *xp = (const float4 *)(x + (int64_t)t * x_stride + g * 32 + 8 * q);
+            float4 a = __ldg(xp), b = __ldg(xp + 1);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                acc[t][r][0] = fmaf(v[r][0], a.x, acc[t][r][0]);
+                acc[t][r][1] = fmaf(v[r][1], a.y, acc[t][r][1]);
+                acc[t][r][0] = fmaf(v[r][2], a.z, acc[t][r][0]);
+                acc[t][r][1] = fmaf(v[r][3], a.w, acc[t][r][1]);
+                acc[t][r][0] = fmaf(v[r][4], b.x, acc[t][r][0]);
+                acc[t][r][1] = fmaf(v[r][5], b.y, acc[t][r][1]);
+                acc[t][r][0] = fmaf(v[r][6], b.z, acc[t][r][0]);
+                acc[t][r][1] = fmaf(v[r][7], b.w, acc[t][r][1]);
+            }
+        }
+    }
+}
+
+template <int TYPE, int NT, int R, int U>
+__device__ __forceinline__ void warp_rows_dot(const uint8_t *const *rows, int64_t n_groups, const float *__restrict__ x,
+                                              int64_t x_stride, int nt, float (*res)[R]) {
+    const int lane = threadIdx.x & 31, q = lane & 3;
+    float acc[NT][R][2];
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[t][r][0] = acc[t][r][1] = 0.0f;
+    const int ng = (int)n_groups;
+    int g = lane >> 2;
+#pragma unroll 1
+    for (; g + 8 * (U - 1) < ng; g += 8 * U) {
+        float v[U][R][8];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++) dq8<TYPE>(rows[r], g + 8 * u, q, v[u][r]);
+#pragma unroll
+        for (int u = 0; u < U; u++) mv_fma_step<NT, R>(acc, v[u], x, x_stride, g + 8 * u, q, nt);
+    }
+#pragma unroll 1
+    for (; g < ng; g += 8) {
+        float v[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) dq8<TYPE>(rows[r], g, q, v[r]);
+        mv_fma_step<NT, R>(acc, v, x, x_stride, g, q, nt);
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int r = 0; r < R; r++) res[t][r] = warp_sum(__fadd_rn(acc[t][r][0], acc[t][r][1]));
+}
+
+/* Launch contract: grid (ceil(n_out / (WARPS * R)), ceil(T / NT)), block
+ * 32 * WARPS, U weight steps fetched ahead. Warp w of block (bx, by) owns output rows (bx * WARPS + w) * R
+ * .. + R (those < n_out) for tokens [by * NT, by * NT + NT) ∩ [0, T); lane 0
+ * writes. W rows row_bytes apart, W 256-byte aligned (cudaMalloc; the
+ * Q4_K/Q5_K/IQ4_XS/NVFP4/Q2_K decoders use aligned wide loads); x rows `in`
+ * floats apart, 16-byte aligned; in % 32 == 0 (the type's block size). */
+template <int TYPE, int NT, int R, int WARPS, int U>
+__global__ void __launch_bounds__(32 * WARPS)
+    k_matvec(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out, const float *__restrict__ x,
+             float *__restrict__ y, int64_t T, int accumulate) {
+    int64_t row0 = ((int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5)) * R;
+    if (row0 >= n_out) return;
+    int64_t t0 = (int64_t)blockIdx.y * NT;
+    int nt = (int)min((int64_t)NT, T - t0);
+    const uint8_t *rows[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rows[r] = W + min(row0 + r, n_out - 1) * row_bytes;
+    float res[NT][R];
+    warp_rows_dot<TYPE, NT, R, U>(rows, in / 32, x + t0 * in, in, nt, res);
+    if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (t < nt && row0 + r < n_out) {
+                    float *yp = y + (t0 + t) * n_out + row0 + r;
+                    *yp = accumulate ? *yp + res[t][r] : res[t][r];
+                }
+            }
+        }
+    }
+}
+
+/* Production configuration of the T < 16 path, by token bucket NT: rows per
+ * warp R (fewer for big NT: the accumulators are NT * R * 2 floats), warps
+ * per block and weight steps fetched ahead U; at T = 1, matrices with fewer
+ * than R * MIN_WARPS rows run R = 1, U = U1 instead, so that enough warps
+ * stream (R only changes speed, never a row's result). Chosen from the lab
+ * (bench/results/matvec.md): R = 2 and U = 1 on {5120, 17408}, R = 1 on
+ * {17408, 5120} at T = 1, R = 2 at T = 8 on both. bench/kernels/matvec_lab.cu
+ * variant 0 is the R config. */
+template <int TYPE, int NT>
+struct mv_config {
+    static constexpr int R = NT <= 8 ? 2 : 1;
+    static constexpr int WARPS = 4;
+    static constexpr int U = 1;
+    static constexpr int U1 = 1;
+    static constexpr int64_t MIN_WARPS = NT == 1 ? 132 * 32 : 0; /* T > 1: x traffic needs R = 2 */
+};
 
 #endif

@@ -79,12 +79,14 @@ DQ_HD float dq_e8m0_half(uint8_t x) {
     return dq_u2f(bits);
 }
 
-/* Unsigned E4M3 (bias 7) times 1/2; 0 and 0x7F decode to 0 (quants.py). */
+/* Unsigned E4M3 (bias 7) times 1/2; 0 and 0x7F decode to 0 (quants.py).
+ * Built from bits (exact): (1 + m/8) 2^(e-7) / 2 has exponent e - 8 and
+ * mantissa m << 20; the subnormal e = 0 is m / 512 / 2. */
 DQ_HD float dq_ue4m3_half(uint8_t x) {
     if (x == 0 || x == 0x7F) return 0.0f;
-    int e = (x >> 3) & 0xF, m = x & 7;
-    float raw = e == 0 ? (float)m * (1.0f / 512.0f) : (1.0f + (float)m * 0.125f) * exp2f((float)(e - 7));
-    return raw * 0.5f;
+    uint32_t e = (x >> 3) & 0xF, m = x & 7;
+    if (e == 0) return (float)m * (1.0f / 1024.0f);
+    return dq_u2f(((e + 119u) << 23) | (m << 20));
 }
 
 /* Q3_K's 16 6-bit scales packed in 12 bytes. */
@@ -401,6 +403,61 @@ DQ_HD uint64_t dq_ld8(const uint8_t *p) {
 /* byte i (compile-time after unrolling) of an dq_ld8 result */
 #define DQ_B(u, i) ((int)(((u) >> (8 * (i))) & 0xFF))
 
+/* Aligned 8- and 4-byte payload loads (the caller knows the alignment from
+ * the block size: weight rows start 256-byte aligned, see the launchers). */
+DQ_HD uint2 dq_ld8a(const uint8_t *p) {
+#ifdef __CUDA_ARCH__
+    return __ldg((const uint2 *)p);
+#else
+    uint2 r;
+    memcpy(&r, p, 8);
+    return r;
+#endif
+}
+
+DQ_HD uint32_t dq_ld4a(const uint8_t *p) {
+#ifdef __CUDA_ARCH__
+    return __ldg((const uint32_t *)p);
+#else
+    uint32_t r;
+    memcpy(&r, p, 4);
+    return r;
+#endif
+}
+
+/* __byte_perm (default mode; every selector nibble here is < 8). */
+DQ_HD uint32_t dq_prmt(uint32_t a, uint32_t b, uint32_t s) {
+#ifdef __CUDA_ARCH__
+    return __byte_perm(a, b, s);
+#else
+    uint64_t x = ((uint64_t)b << 32) | a;
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++) r |= (uint32_t)((x >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
+    return r;
+#endif
+}
+
+/* Byte i of w as a float, minus `bias` (= 2^23 + offset): the float whose
+ * bits are 0x4B000000 | u is exactly 2^23 + u, so one byte permute and one
+ * add replace the integer extract and the I2F conversion (a quarter-rate
+ * instruction that limited the decoders). Exact: equals (float)(u - offset). */
+#define DQ_M23 8388608.0f
+DQ_HD float dq_byte_f(uint32_t w, int i, float bias) { return dq_u2f(dq_prmt(w, 0x4B000000u, 0x7440u | (uint32_t)i)) - bias; }
+
+/* 16-entry byte table lookup for 4 indices at once: w holds 4 bytes, each
+ * 0..15; t0..t3 hold the table's bytes 0-3, 4-7, 8-11, 12-15. */
+DQ_HD uint32_t dq_lut16(uint32_t w, uint32_t t0, uint32_t t1, uint32_t t2, uint32_t t3) {
+    uint32_t s = w | (w >> 4);                    /* byte 0 = i1:i0, byte 2 = i3:i2 */
+    uint32_t sel = dq_prmt(s, 0, 0x4420) & 0x7777; /* nibble k = index k, low 3 bits */
+    uint32_t lo = dq_prmt(t0, t1, sel), hi = dq_prmt(t2, t3, sel);
+    uint32_t m = ((w >> 3) & 0x01010101u) * 0xFFu; /* 0xFF where the index is >= 8 */
+    return (hi & m) | (lo & ~m);
+}
+
+/* IQ4_NL levels + 128 and doubled e2m1 levels + 128, as lut16 tables. */
+#define DQ_IQ4_T 0x3F2D1801u, 0x766A5D4Fu, 0xA6998D81u, 0xF1D9C5B5u
+#define DQ_FP4_T 0x83828180u, 0x8C888684u, 0x7D7E7F80u, 0x74787A7Cu
+
 /* ---- 8 elements at a time: dq8<TYPE>(row, g, q, v) writes elements
  * [32g + 8q, 32g + 8q + 8) (q = 0..3). The matvec gives each lane one
  * quarter of a group so that a warp reads weights and activations
@@ -452,28 +509,38 @@ DQ_HD void dq8<MEMRA_TYPE_BF16>(const uint8_t *__restrict__ row, int64_t g, int 
 #endif
 }
 
-/* 4-bit types of 32-element blocks: elements 8q.. are the low nibbles of
+/* The quantized dq8 decoders below turn 4 payload bytes into 4 small
+ * unsigned integers in the bytes of one word (a shift and a mask for the
+ * whole word), then each into a float with dq_byte_f. The float arithmetic
+ * (d * n - m, or n * d) is the same as dq32's, so dq8 == dq32 bit for bit
+ * (dequant_check.sh). Loads: 8-byte aligned uint2 where the block size keeps
+ * the payload 8-byte aligned (Q4_K, Q5_K, IQ4_XS), 4-byte for NVFP4 and
+ * Q2_K, dq_ld8 otherwise.
+ *
+ * 4-bit types of 32-element blocks: elements 8q.. are the low nibbles of
  * bytes 8q.. (q < 2) or the high nibbles of bytes 8(q-2).. (q >= 2). */
+#define DQ_NIB(u, sh) (((u) >> (sh)) & 0x0F0F0F0Fu)
+
 template <>
 DQ_HD void dq8<MEMRA_TYPE_Q4_0>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + g * 18;
     float d = dq_h2f(b);
-    const uint8_t *qs = b + 2 + 8 * (q & 1);
     int sh = (q >> 1) * 4;
-    const uint64_t qs8 = dq_ld8(qs);
+    const uint64_t qs8 = dq_ld8(b + 2 + 8 * (q & 1));
+    uint32_t w[2] = {DQ_NIB((uint32_t)qs8, sh), DQ_NIB((uint32_t)(qs8 >> 32), sh)};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) v[i] = (float)(((DQ_B(qs8, i) >> sh) & 15) - 8) * d;
+    for (int i = 0; i < 8; i++) v[i] = dq_byte_f(w[i >> 2], i & 3, DQ_M23 + 8.0f) * d;
 }
 
 template <>
 DQ_HD void dq8<MEMRA_TYPE_Q4_1>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + g * 20;
     float d = dq_h2f(b), m = dq_h2f(b + 2);
-    const uint8_t *qs = b + 4 + 8 * (q & 1);
     int sh = (q >> 1) * 4;
-    const uint64_t qs8 = dq_ld8(qs);
+    const uint64_t qs8 = dq_ld8(b + 4 + 8 * (q & 1));
+    uint32_t w[2] = {DQ_NIB((uint32_t)qs8, sh), DQ_NIB((uint32_t)(qs8 >> 32), sh)};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) v[i] = (float)((DQ_B(qs8, i) >> sh) & 15) * d + m;
+    for (int i = 0; i < 8; i++) v[i] = dq_byte_f(w[i >> 2], i & 3, DQ_M23) * d + m;
 }
 
 template <>
@@ -506,38 +573,40 @@ DQ_HD void dq8<MEMRA_TYPE_Q5_1>(const uint8_t *__restrict__ row, int64_t g, int 
     }
 }
 
+/* int8 s as the unsigned byte s + 128 (flip the top bit), then minus 128 */
 template <>
 DQ_HD void dq8<MEMRA_TYPE_Q8_0>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + g * 34;
     float d = dq_h2f(b);
-    const uint8_t *qs = b + 2 + 8 * q;
-    const uint64_t qs8 = dq_ld8(qs);
+    const uint64_t qs8 = dq_ld8(b + 2 + 8 * q);
+    uint32_t w[2] = {(uint32_t)qs8 ^ 0x80808080u, (uint32_t)(qs8 >> 32) ^ 0x80808080u};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) v[i] = (float)(int8_t)DQ_B(qs8, i) * d;
+    for (int i = 0; i < 8; i++) v[i] = dq_byte_f(w[i >> 2], i & 3, DQ_M23 + 128.0f) * d;
 }
 
 template <>
 DQ_HD void dq8<MEMRA_TYPE_IQ4_NL>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + g * 18;
     float d = dq_h2f(b);
-    const uint8_t *qs = b + 2 + 8 * (q & 1);
     int sh = (q >> 1) * 4;
-    const uint64_t qs8 = dq_ld8(qs);
+    const uint64_t qs8 = dq_ld8(b + 2 + 8 * (q & 1));
+    uint32_t w[2] = {dq_lut16(DQ_NIB((uint32_t)qs8, sh), DQ_IQ4_T), dq_lut16(DQ_NIB((uint32_t)(qs8 >> 32), sh), DQ_IQ4_T)};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) v[i] = (float)dq_kv_iq4nl_at((DQ_B(qs8, i) >> sh) & 15) * d;
+    for (int i = 0; i < 8; i++) v[i] = dq_byte_f(w[i >> 2], i & 3, DQ_M23 + 128.0f) * d;
 }
 
 template <>
 DQ_HD void dq8<MEMRA_TYPE_MXFP4>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + g * 17;
     float d = dq_e8m0_half(b[0]);
-    const uint8_t *qs = b + 1 + 8 * (q & 1);
     int sh = (q >> 1) * 4;
-    const uint64_t qs8 = dq_ld8(qs);
+    const uint64_t qs8 = dq_ld8(b + 1 + 8 * (q & 1));
+    uint32_t w[2] = {dq_lut16(DQ_NIB((uint32_t)qs8, sh), DQ_FP4_T), dq_lut16(DQ_NIB((uint32_t)(qs8 >> 32), sh), DQ_FP4_T)};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) v[i] = (float)dq_kv_fp4_at((DQ_B(qs8, i) >> sh) & 15) * d;
+    for (int i = 0; i < 8; i++) v[i] = dq_byte_f(w[i >> 2], i & 3, DQ_M23 + 128.0f) * d;
 }
 
+/* NVFP4 blocks are 36 bytes: the payload is 4-byte aligned */
 template <>
 DQ_HD void dq8<MEMRA_TYPE_NVFP4>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + (g >> 1) * 36;
@@ -545,11 +614,12 @@ DQ_HD void dq8<MEMRA_TYPE_NVFP4>(const uint8_t *__restrict__ row, int64_t g, int
     int s = e0 >> 4, sh = ((e0 >> 3) & 1) * 4;
     float d = dq_ue4m3_half(b[s]);
     const uint8_t *qs = b + 4 + 8 * s;
-    const uint64_t qs8 = dq_ld8(qs);
+    uint32_t w[2] = {dq_lut16(DQ_NIB(dq_ld4a(qs), sh), DQ_FP4_T), dq_lut16(DQ_NIB(dq_ld4a(qs + 4), sh), DQ_FP4_T)};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) v[i] = (float)dq_kv_fp4_at((DQ_B(qs8, i) >> sh) & 15) * d;
+    for (int i = 0; i < 8; i++) v[i] = dq_byte_f(w[i >> 2], i & 3, DQ_M23 + 128.0f) * d;
 }
 
+/* Q2_K blocks are 84 bytes: the payload is 4-byte aligned */
 template <>
 DQ_HD void dq8<MEMRA_TYPE_Q2_K>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + (g >> 3) * 84;
@@ -557,27 +627,31 @@ DQ_HD void dq8<MEMRA_TYPE_Q2_K>(const uint8_t *__restrict__ row, int64_t g, int 
     uint8_t sc = b[8 * h + 2 * j + (q >> 1)];
     float dl = dq_h2f(b + 80) * (float)(sc & 15), ml = dq_h2f(b + 82) * (float)(sc >> 4);
     const uint8_t *qs = b + 16 + 32 * h + 8 * q;
-    const uint64_t qs8 = dq_ld8(qs);
+    uint32_t w[2] = {(dq_ld4a(qs) >> (2 * j)) & 0x03030303u, (dq_ld4a(qs + 4) >> (2 * j)) & 0x03030303u};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) v[i] = dl * (float)((DQ_B(qs8, i) >> (2 * j)) & 3) - ml;
+    for (int i = 0; i < 8; i++) v[i] = dl * dq_byte_f(w[i >> 2], i & 3, DQ_M23) - ml;
 }
 
+/* Q3_K: the value is q2 - 4 + 4 * hbit; build q2 + 4 * hbit per byte */
 template <>
 DQ_HD void dq8<MEMRA_TYPE_Q3_K>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + (g >> 3) * 110;
     int sub = (int)(g & 7), h = sub >> 2, j = sub & 3;
     float dl = dq_h2f(b + 108) * (float)dq_q3k_scale(b + 96, 8 * h + 2 * j + (q >> 1));
-    int mbit = 1 << (4 * h + j);
-    const uint8_t *qs = b + 32 + 32 * h + 8 * q, *hm = b + 8 * q;
-    const uint64_t qs8 = dq_ld8(qs);
-    const uint64_t hm8 = dq_ld8(hm);
+    int mb = 4 * h + j;
+    const uint64_t qs8 = dq_ld8(b + 32 + 32 * h + 8 * q);
+    const uint64_t hm8 = dq_ld8(b + 8 * q);
+    uint32_t w[2];
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) {
-        int x = ((DQ_B(qs8, i) >> (2 * j)) & 3) - ((DQ_B(hm8, i) & mbit) ? 0 : 4);
-        v[i] = dl * (float)x;
+    for (int k = 0; k < 2; k++) {
+        uint32_t qs = (uint32_t)(qs8 >> (32 * k)), hm = (uint32_t)(hm8 >> (32 * k));
+        w[k] = ((qs >> (2 * j)) & 0x03030303u) | (((hm >> mb) & 0x01010101u) << 2);
     }
+    DQ_UNROLL
+    for (int i = 0; i < 8; i++) v[i] = dl * dq_byte_f(w[i >> 2], i & 3, DQ_M23 + 4.0f);
 }
 
+/* Q4_K blocks are 144 bytes: the payload is 8-byte aligned */
 template <>
 DQ_HD void dq8<MEMRA_TYPE_Q4_K>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + (g >> 3) * 144;
@@ -585,12 +659,13 @@ DQ_HD void dq8<MEMRA_TYPE_Q4_K>(const uint8_t *__restrict__ row, int64_t g, int 
     int sc, m;
     dq_k4_scale_min(b + 4, sub, &sc, &m);
     float d = dq_h2f(b) * (float)sc, dm = dq_h2f(b + 2) * (float)m;
-    const uint8_t *qs = b + 16 + 32 * (sub >> 1) + 8 * q;
-    const uint64_t qs8 = dq_ld8(qs);
+    const uint2 qs = dq_ld8a(b + 16 + 32 * (sub >> 1) + 8 * q);
+    uint32_t w[2] = {DQ_NIB(qs.x, sh), DQ_NIB(qs.y, sh)};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) v[i] = d * (float)((DQ_B(qs8, i) >> sh) & 15) - dm;
+    for (int i = 0; i < 8; i++) v[i] = d * dq_byte_f(w[i >> 2], i & 3, DQ_M23) - dm;
 }
 
+/* Q5_K blocks are 176 bytes: qs and qh are 8-byte aligned */
 template <>
 DQ_HD void dq8<MEMRA_TYPE_Q5_K>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + (g >> 3) * 176;
@@ -598,16 +673,14 @@ DQ_HD void dq8<MEMRA_TYPE_Q5_K>(const uint8_t *__restrict__ row, int64_t g, int 
     int sc, m;
     dq_k4_scale_min(b + 4, sub, &sc, &m);
     float d = dq_h2f(b) * (float)sc, dm = dq_h2f(b + 2) * (float)m;
-    const uint8_t *qs = b + 48 + 32 * (sub >> 1) + 8 * q, *qh = b + 16 + 8 * q;
-    const uint64_t qs8 = dq_ld8(qs);
-    const uint64_t qh8 = dq_ld8(qh);
+    const uint2 qs = dq_ld8a(b + 48 + 32 * (sub >> 1) + 8 * q), qh = dq_ld8a(b + 16 + 8 * q);
+    uint32_t w[2] = {DQ_NIB(qs.x, sh) | (((qh.x >> sub) & 0x01010101u) << 4),
+                     DQ_NIB(qs.y, sh) | (((qh.y >> sub) & 0x01010101u) << 4)};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) {
-        int n = ((DQ_B(qs8, i) >> sh) & 15) + (((DQ_B(qh8, i) >> sub) & 1) << 4);
-        v[i] = d * (float)n - dm;
-    }
+    for (int i = 0; i < 8; i++) v[i] = d * dq_byte_f(w[i >> 2], i & 3, DQ_M23) - dm;
 }
 
+/* Q6_K blocks are 210 bytes (2-byte aligned): dq_ld8 */
 template <>
 DQ_HD void dq8<MEMRA_TYPE_Q6_K>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + (g >> 3) * 210;
@@ -617,13 +690,15 @@ DQ_HD void dq8<MEMRA_TYPE_Q6_K>(const uint8_t *__restrict__ row, int64_t g, int 
     int sh = (k >> 1) * 4;
     const uint64_t ql8 = dq_ld8(ql);
     const uint64_t qh8 = dq_ld8(qh);
+    uint32_t w[2];
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) {
-        int n = ((DQ_B(ql8, i) >> sh) & 15) | (((DQ_B(qh8, i) >> (2 * k)) & 3) << 4);
-        v[i] = dl * (float)(n - 32);
-    }
+    for (int j = 0; j < 2; j++)
+        w[j] = DQ_NIB((uint32_t)(ql8 >> (32 * j)), sh) | ((((uint32_t)(qh8 >> (32 * j)) >> (2 * k)) & 0x03030303u) << 4);
+    DQ_UNROLL
+    for (int i = 0; i < 8; i++) v[i] = dl * dq_byte_f(w[i >> 2], i & 3, DQ_M23 + 32.0f);
 }
 
+/* IQ4_XS blocks are 136 bytes: the payload is 8-byte aligned */
 template <>
 DQ_HD void dq8<MEMRA_TYPE_IQ4_XS>(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
     const uint8_t *b = row + (g >> 3) * 136;
@@ -631,11 +706,11 @@ DQ_HD void dq8<MEMRA_TYPE_IQ4_XS>(const uint8_t *__restrict__ row, int64_t g, in
     int shh = (int)b[2] | ((int)b[3] << 8);
     int ls = ((b[4 + ib / 2] >> (4 * (ib & 1))) & 15) | (((shh >> (2 * ib)) & 3) << 4);
     float dl = dq_h2f(b) * (float)(ls - 32);
-    const uint8_t *qs = b + 8 + 16 * ib + 8 * (q & 1);
     int sh = (q >> 1) * 4;
-    const uint64_t qs8 = dq_ld8(qs);
+    const uint2 qs = dq_ld8a(b + 8 + 16 * ib + 8 * (q & 1));
+    uint32_t w[2] = {dq_lut16(DQ_NIB(qs.x, sh), DQ_IQ4_T), dq_lut16(DQ_NIB(qs.y, sh), DQ_IQ4_T)};
     DQ_UNROLL
-    for (int i = 0; i < 8; i++) v[i] = dl * (float)dq_kv_iq4nl_at((DQ_B(qs8, i) >> sh) & 15);
+    for (int i = 0; i < 8; i++) v[i] = dl * dq_byte_f(w[i >> 2], i & 3, DQ_M23 + 128.0f);
 }
 
 /* X-macro over the supported types: X(TYPE). */
