@@ -8,13 +8,17 @@
  *
  * Prefill (T >= MM_TC_MIN_T) uses the tensor cores instead: 64 x 64 tiles
  * (rows x tokens), the weights dequantized 32 columns at a time into shared
- * memory, TF32 MMA (wmma m16n16k8) with fp32 accumulation. A token's result
- * there depends only on its own activations (the k order is fixed by the
- * row length, the other tokens of the tile never mix in), but it is NOT
- * bit-identical to the matvec result: TF32 rounds both operands to 10-bit
- * mantissas. Known gap: a row computed with T >= 16 differs from the same row
- * computed with T < 16 (relative ~1e-4..1e-3); `memra gate kernels` checks
- * each path's invariance separately. */
+ * memory, 3xTF32 MMA (wmma m16n16k8: hi*hi + hi*lo + lo*hi, fp32
+ * accumulation). Plain TF32 rounded the operands to 10-bit mantissas and moved
+ * the fixture models' logits by up to 1.2e-1 of their scale through the layers
+ * (gate model failed at 1e-3); with 3xTF32 the worst fixture logit error is
+ * 7.8e-5 and a single matmul's error 5.3e-4 at K = 17408 (H200, 2026-12-02;
+ * the MMA accumulator keeps fewer bits than an fp32 FMA, so it is not fp32). A token's result there depends
+ * only on its own activations (the k order is fixed by the row length, the
+ * other tokens of the tile never mix in), but it is NOT bit-identical to the
+ * matvec result (another summation order). Known gap: a row computed with
+ * T >= 16 differs from the same row computed with T < 16 in the last bits;
+ * `memra gate kernels` checks each path's invariance separately. */
 #include <mma.h>
 
 #include "backend/cuda/matvec.cuh"
@@ -71,16 +75,30 @@ __global__ void __launch_bounds__(256)
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < TC_K; kk += 8) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+            /* 3xTF32: each operand is split into a TF32 high part and a TF32
+             * low part (v - hi); hi*hi + hi*lo + lo*hi recovers ~fp32 accuracy
+             * (the lo*lo term is below fp32 rounding). The small terms go
+             * first so they are not absorbed by the large one. */
+            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa, fa_lo;
             wmma::load_matrix_sync(fa, Ws + rf * 16 * TC_LD + kk, TC_LD);
 #pragma unroll
-            for (int i = 0; i < fa.num_elements; i++) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+            for (int i = 0; i < fa.num_elements; i++) {
+                float v = fa.x[i], hi = wmma::__float_to_tf32(v);
+                fa.x[i] = hi;
+                fa_lo.x[i] = wmma::__float_to_tf32(v - hi);
+            }
 #pragma unroll
             for (int j = 0; j < 2; j++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
+                wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb, fb_lo;
                 wmma::load_matrix_sync(fb, Xs + (tf + j) * 16 * TC_LD + kk, TC_LD);
 #pragma unroll
-                for (int i = 0; i < fb.num_elements; i++) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+                for (int i = 0; i < fb.num_elements; i++) {
+                    float v = fb.x[i], hi = wmma::__float_to_tf32(v);
+                    fb.x[i] = hi;
+                    fb_lo.x[i] = wmma::__float_to_tf32(v - hi);
+                }
+                wmma::mma_sync(acc[j], fa_lo, fb, acc[j]);
+                wmma::mma_sync(acc[j], fa, fb_lo, acc[j]);
                 wmma::mma_sync(acc[j], fa, fb, acc[j]);
             }
         }
