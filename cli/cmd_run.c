@@ -1,4 +1,5 @@
 /* memra run: generate text from a prompt, streamed as it is made. */
+#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -21,32 +22,6 @@ static int print_piece(void *user, int32_t token, const char *text, size_t len) 
     fwrite(text, 1, len, stdout);
     fflush(stdout);
     return 0;
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = n;
-    return buf;
 }
 
 static void usage(FILE *f) {
@@ -92,9 +67,9 @@ int memra_cmd_run(int argc, char **argv) {
     size_t plen = 0;
     char *owned = NULL;
     if (file) {
-        owned = read_file(file, &plen);
+        owned = cli_read_file(file, &plen);
         if (!owned) {
-            fprintf(stderr, "memra run: cannot read prompt file '%s'\n", file);
+            fprintf(stderr, "memra run: cannot read prompt file '%s': %s\n", file, strerror(errno));
             return 1;
         }
         prompt = owned;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "common.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,36 +27,6 @@ static void usage(FILE *f) {
                "  -f FILE         read the text from FILE ('-' for stdin) instead of TEXT\n"
                "  --ids           print only the ids, space-separated, on one line\n"
                "  --no-special    treat control tokens such as <|im_start|> in the text as plain text\n");
-}
-
-/* Reads a whole file (or stdin for "-"); NULL with errno set on failure. */
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            errno = ENOMEM;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = buf && ferror(f);
-    if (f != stdin) fclose(f);
-    if (bad) {
-        free(buf);
-        errno = EIO;
-        return NULL;
-    }
-    *len = n;
-    return buf;
 }
 
 /* Prints a piece readably: printable ASCII and valid UTF-8 as is, the rest escaped. */
@@ -128,7 +99,7 @@ int memra_cmd_tokenize(int argc, char **argv) {
     size_t len = 0;
     char *data = NULL;
     if (file) {
-        data = read_all(file, &len);
+        data = cli_read_file(file, &len);
         if (!data) {
             fprintf(stderr, "memra tokenize: cannot read '%s': %s\n", file, strerror(errno));
             return 1;

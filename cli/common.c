@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -166,4 +167,33 @@ void cli_print_summary(const memra_generate_stats *st) {
     double tg = st->generate_seconds > 0 ? (double)st->n_generated / st->generate_seconds : 0.0;
     fprintf(stderr, "[prompt %lld tok, %.1f tok/s | generation %lld tok, %.1f tok/s]\n", (long long)st->n_prefilled,
             pp, (long long)st->n_generated, tg);
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            errno = ENOMEM;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = buf && ferror(f);
+    if (f != stdin) fclose(f);
+    if (bad) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
+    *len = n;
+    return buf;
 }

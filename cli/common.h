@@ -28,6 +28,10 @@ void cli_gen_usage(FILE *f);
  * and returns NULL on failure. */
 memra_engine *cli_open_engine(const cli_gen_opts *o, const char *cmd);
 
+/* Reads a whole file (or stdin for "-") into a malloc'd buffer; NULL with errno
+ * set on failure. */
+char *cli_read_file(const char *path, size_t *len);
+
 /* "prompt 12 tok, 345.6 tok/s | generation 32 tok, 78.9 tok/s" to stderr. */
 void cli_print_summary(const memra_generate_stats *st);
 

@@ -123,8 +123,7 @@ static memra_status rd_str(parser *p, memra_gguf_str *out, const char *what) {
     return MEMRA_OK;
 }
 
-/* Size of a scalar value type; 0 for string, array and unknown ids. */
-static size_t scalar_size(uint32_t t) {
+size_t memra_gguf_scalar_size(uint32_t t) {
     switch (t) {
     case MEMRA_GGUF_TYPE_UINT8:
     case MEMRA_GGUF_TYPE_INT8:
@@ -213,7 +212,7 @@ static memra_status parse_value(parser *p, memra_gguf_kv *kv) {
     kv->type = (memra_gguf_type)t;
     if (t == MEMRA_GGUF_TYPE_STRING) return rd_str(p, &kv->v.str, "string value");
     if (t != MEMRA_GGUF_TYPE_ARRAY) {
-        size_t sz = scalar_size(t);
+        size_t sz = memra_gguf_scalar_size(t);
         at = p->pos;
         if ((s = need(p, sz, memra_gguf_type_name(kv->type)))) return s;
         if (t == MEMRA_GGUF_TYPE_BOOL && p->base[p->pos] > 1)
@@ -251,7 +250,7 @@ static memra_status parse_value(parser *p, memra_gguf_kv *kv) {
         }
         return MEMRA_OK;
     }
-    size_t sz = scalar_size(et);
+    size_t sz = memra_gguf_scalar_size(et);
     if (n > left / sz)
         return failf(p, MEMRA_ERR_FORMAT, at,
                      "array of %" PRIu64 " x %s (%zu bytes each) runs past the end of the file (%zu bytes left)", n,
@@ -815,7 +814,7 @@ memra_status memra_gguf_get_str(const memra_gguf *g, const char *key, memra_gguf
 /* Decodes element i of a scalar array into a scratch kv (reusing decode_scalar). */
 static memra_status arr_elem(const memra_gguf_kv *kv, uint64_t i, memra_gguf_kv *tmp) {
     if (!kv || kv->type != MEMRA_GGUF_TYPE_ARRAY || i >= kv->v.arr.n) return MEMRA_ERR_INVALID;
-    size_t sz = scalar_size(kv->v.arr.type);
+    size_t sz = memra_gguf_scalar_size(kv->v.arr.type);
     if (!sz) return MEMRA_ERR_FORMAT; /* string arrays: use memra_gguf_arr_strings */
     tmp->type = kv->v.arr.type;
     decode_scalar(kv->v.arr.type, kv->v.arr.data + i * sz, tmp); /* i < n and n * sz was checked at parse */

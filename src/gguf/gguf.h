@@ -126,6 +126,9 @@ memra_status memra_gguf_arr_strings(const memra_gguf_kv *kv, memra_gguf_str **ou
 
 const char *memra_gguf_type_name(memra_gguf_type t);
 
+/* Bytes of one value of a scalar type; 0 for string, array and unknown ids. */
+size_t memra_gguf_scalar_size(uint32_t t);
+
 /* 1 if s equals the NUL-terminated c. */
 int memra_gguf_str_eq(memra_gguf_str s, const char *c);
 

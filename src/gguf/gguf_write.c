@@ -83,23 +83,6 @@ static memra_status put_str(memra_gguf_writer *w, const char *s, uint64_t len) {
     return st ? st : put(w, s, (size_t)len);
 }
 
-static size_t scalar_bytes(memra_gguf_type t) {
-    switch (t) {
-    case MEMRA_GGUF_TYPE_UINT8:
-    case MEMRA_GGUF_TYPE_INT8:
-    case MEMRA_GGUF_TYPE_BOOL: return 1;
-    case MEMRA_GGUF_TYPE_UINT16:
-    case MEMRA_GGUF_TYPE_INT16: return 2;
-    case MEMRA_GGUF_TYPE_UINT32:
-    case MEMRA_GGUF_TYPE_INT32:
-    case MEMRA_GGUF_TYPE_FLOAT32: return 4;
-    case MEMRA_GGUF_TYPE_UINT64:
-    case MEMRA_GGUF_TYPE_INT64:
-    case MEMRA_GGUF_TYPE_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 /* Checks the writer state and the key, then writes the key; the caller
  * writes the type and value. */
 static memra_status begin_kv(memra_gguf_writer *w, const char *key) {
@@ -123,7 +106,7 @@ static memra_status add_scalar(memra_gguf_writer *w, const char *key, memra_gguf
                                int internal) {
     if (!internal && key && !strcmp(key, "general.alignment"))
         return fail(w, MEMRA_ERR_INVALID, "gguf writer: general.alignment is set by memra_gguf_writer_begin");
-    size_t sz = scalar_bytes(type);
+    size_t sz = memra_gguf_scalar_size(type);
     if (!sz) return fail(w, MEMRA_ERR_INVALID, "gguf writer: key '%s': type %d is not a scalar", key ? key : "", (int)type);
     if (type == MEMRA_GGUF_TYPE_BOOL && *(const uint8_t *)value > 1)
         return fail(w, MEMRA_ERR_INVALID, "gguf writer: key '%s': bool must be 0 or 1", key);
@@ -221,7 +204,7 @@ memra_status memra_gguf_writer_add_str(memra_gguf_writer *w, const char *key, co
 
 memra_status memra_gguf_writer_add_array(memra_gguf_writer *w, const char *key, memra_gguf_type elem,
                                          const void *data, uint64_t n) {
-    size_t sz = scalar_bytes(elem), bytes;
+    size_t sz = memra_gguf_scalar_size(elem), bytes;
     if (!sz)
         return fail(w, MEMRA_ERR_INVALID, "gguf writer: key '%s': array element type %d is not a scalar",
                     key ? key : "", (int)elem);
