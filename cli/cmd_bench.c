@@ -61,6 +61,7 @@ typedef struct bench_opts {
     int32_t chunk;
     uint64_t seed;
     int csv;
+    int profile;
 } bench_opts;
 
 typedef struct bench {
@@ -261,6 +262,26 @@ static memra_status fwd(bench *B, const int32_t *tok, int32_t n, int32_t pos0, m
     return memra_forward(B->m, B->st, &B->b, &o, err);
 }
 
+/* One more decode step at pos, uncaptured, with every op on the backend's
+ * timeline (--profile); the per-op table goes to the human output. */
+static memra_status profile_step(bench *B, int32_t tok, int32_t pos, memra_error *err) {
+    memra_backend *be = B->be;
+    if (!be->ops->prof_begin)
+        return memra_errorf(err, MEMRA_ERR_UNSUPPORTED, "--profile: backend %s has no op timeline", be->name);
+    memra_batch_clear(&B->b);
+    memra_status s = memra_batch_add(&B->b, 0, &tok, 1, pos);
+    if (s != MEMRA_OK) return memra_errorf(err, s, "profile batch does not fit");
+    s = be->ops->prof_begin(be);
+    if (s != MEMRA_OK) return memra_errorf(err, s, "profile: %s", be->ops->last_error(be));
+    memra_forward_opts o = {.profile = 1};
+    s = memra_forward(B->m, B->st, &B->b, &o, err);
+    if (s != MEMRA_OK) return s;
+    fprintf(B->human, "decode profile at depth %d (one uncaptured step; launch gaps included):\n", pos);
+    s = be->ops->prof_end(be, B->human);
+    if (s != MEMRA_OK) return memra_errorf(err, s, "profile: %s", be->ops->last_error(be));
+    return MEMRA_OK;
+}
+
 /* T tokens from position 0 in batches of the chunk size. */
 static memra_status prefill(bench *B, int32_t T, memra_error *err) {
     for (int32_t p0 = 0; p0 < T; p0 += B->o.chunk) {
@@ -335,6 +356,7 @@ static memra_status bench_decode(bench *B, int32_t depth, memra_error *err) {
         s = decode_step(B, B->toks[depth + i], depth + i, err);
         t[i] = now_s() - t0;
     }
+    if (s == MEMRA_OK && B->o.profile) s = profile_step(B, B->toks[depth + N - 1], depth + N - 1, err);
     if (s == MEMRA_OK) s = check_logits(B, "decode", err);
     if (s == MEMRA_OK) {
         double sec = median(t, N), tps = 1.0 / sec;
@@ -361,7 +383,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: memra bench -m FILE [--backend cuda|cpu] [--threads N] [--device N]\n"
             "                   [--prefill 512,8192] [--depth 0,4096] [--decode-tokens 64] [--reps N]\n"
-            "                   [--copy-mib N] [--chunk N] [--seed N] [--csv]\n"
+            "                   [--copy-mib N] [--chunk N] [--seed N] [--csv] [--profile]\n"
             "\n"
             "Measures the backend's copy bandwidth (the ceiling), prefill tok/s for each length and\n"
             "batch-1 decode tok/s at each depth, with the bytes a decode step must read and the\n"
@@ -378,7 +400,9 @@ static void usage(FILE *f) {
             "  --seed N          token id seed (default 1)\n"
             "  --threads N       CPU threads (default: all)\n"
             "  --device N        CUDA device (default 0)\n"
-            "  --csv             CSV lines on stdout (the table moves to stderr)\n");
+            "  --csv             CSV lines on stdout (the table moves to stderr)\n"
+            "  --profile         after each depth's decode, time every op of one more (uncaptured)\n"
+            "                    step and print the time per op\n");
 }
 
 static int parse(bench_opts *o, int argc, char **argv) {
@@ -424,6 +448,9 @@ static int parse(bench_opts *o, int argc, char **argv) {
             if (o->chunk < 1 || o->chunk > (1 << 16)) goto bad;
         } else if (!strcmp(a, "--seed") && has) {
             o->seed = strtoull(v, NULL, 10);
+        } else if (!strcmp(a, "--profile")) {
+            o->profile = 1;
+            continue;
         } else if (!strcmp(a, "--csv")) {
             o->csv = 1;
             continue;

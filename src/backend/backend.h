@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/status.h"
 
@@ -189,6 +190,16 @@ typedef struct memra_backend_ops {
     memra_status (*graph_end)(memra_backend *be, memra_graph **out);
     memra_status (*graph_launch)(memra_backend *be, memra_graph *g);
     void (*graph_free)(memra_backend *be, memra_graph *g);
+    /* Op timeline for `memra bench --profile` (optional; uncaptured runs
+     * only): prof_begin starts a timeline (CUDA first parks the stream on a
+     * short spin so that the host's launches run ahead and do not pace the
+     * device), prof_mark(label) ends the interval since the previous mark and
+     * books it to label (a string that outlives the timeline), prof_end
+     * waits for the device and prints the time per label to f, largest
+     * first. */
+    memra_status (*prof_begin)(memra_backend *be);
+    memra_status (*prof_mark)(memra_backend *be, const char *label);
+    memra_status (*prof_end)(memra_backend *be, FILE *f);
     /* Message of the last failed op (ops take no memra_error); optional. */
     const char *(*last_error)(memra_backend *be);
 } memra_backend_ops;

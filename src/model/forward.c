@@ -23,6 +23,7 @@ typedef struct fw {
     memra_backend *be;
     int64_t T;
     memra_error *err;
+    int prof; /* mark each op on the backend's timeline (memra_forward_opts.profile) */
 } fw;
 
 /* Runs a backend op; a failure names the layer and the op. */
@@ -30,6 +31,7 @@ typedef struct fw {
     do {                                                                   \
         memra_status op_st_ = (f)->be->ops->call;                          \
         if (op_st_ != MEMRA_OK) return op_failed((f), (il), (what), op_st_); \
+        if ((f)->prof) (f)->be->ops->prof_mark((f)->be, (what));          \
     } while (0)
 
 static memra_status op_failed(const fw *f, int il, const char *what, memra_status st) {
@@ -192,7 +194,7 @@ memra_status memra_forward_prepare(const memra_model *m, memra_state *st, memra_
     MEMRA_TRY(check_batch(m, st, b, err));
     for (int32_t s = 0; s < b->n_seqs; s++)
         if (b->pos[b->seq_start[s]] == 0) MEMRA_TRY(memra_state_clear_slot(m, st, b->slot[s], err));
-    fw f = {m, &m->cfg, st, b, m->be, b->n_tokens, err};
+    fw f = {m, &m->cfg, st, b, m->be, b->n_tokens, err, 0};
     OP(&f, -1, "batch_upload", batch_upload(f.be, b));
     return MEMRA_OK;
 }
@@ -244,7 +246,7 @@ static memra_status gather_last(fw *f, const float **rows) {
 
 memra_status memra_forward_run(const memra_model *m, memra_state *st, const memra_batch *b, int all_logits,
                                memra_error *err) {
-    fw f = {m, &m->cfg, st, (memra_batch *)b, m->be, b->n_tokens, err};
+    fw f = {m, &m->cfg, st, (memra_batch *)b, m->be, b->n_tokens, err, 0};
     if (all_logits && f.T > st->logit_rows)
         return memra_errorf(err, MEMRA_ERR_INVALID, "forward: %lld tokens of logits do not fit the state's %d rows",
                             (long long)f.T, st->logit_rows);
@@ -282,7 +284,7 @@ static memra_status forward_decode_graph(const memra_model *m, memra_state *st, 
         st->warmed[i] = 1;
         return MEMRA_OK;
     }
-    fw f = {m, &m->cfg, st, (memra_batch *)b, be, b->n_tokens, err};
+    fw f = {m, &m->cfg, st, (memra_batch *)b, be, b->n_tokens, err, 0};
     if (!st->graphs[i]) {
         OP(&f, -1, "graph_begin", graph_begin(be));
         memra_status s = memra_forward_run(m, st, b, 0, err);
@@ -308,9 +310,10 @@ memra_status memra_forward(const memra_model *m, memra_state *st, memra_batch *b
         return memra_errorf(err, MEMRA_ERR_INVALID, "forward: %d tokens of logits do not fit the state's %d rows; "
                             "pass a host buffer", b->n_tokens, st->logit_rows);
     MEMRA_TRY(memra_forward_prepare(m, st, b, err));
-    fw f = {m, &m->cfg, st, b, m->be, b->n_tokens, err};
+    fw f = {m, &m->cfg, st, b, m->be, b->n_tokens, err, 0};
     int64_t T = f.T, H = m->cfg.n_embd, V = m->cfg.n_vocab;
-    if (st->use_graphs && st->graphs && b->n_tokens == b->n_seqs && !opts->hidden) {
+    f.prof = opts->profile && m->be->ops->prof_mark;
+    if (st->use_graphs && st->graphs && b->n_tokens == b->n_seqs && !opts->hidden && !f.prof) {
         /* one row per token is one row per sequence: all_logits changes nothing */
         MEMRA_TRY(forward_decode_graph(m, st, b, err));
         if (opts->logits) {

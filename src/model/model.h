@@ -157,6 +157,8 @@ typedef struct memra_forward_opts {
     float *logits;  /* host [rows][n_vocab], or NULL: the logits stay in st->logits (backend memory) */
     float *hidden;  /* host [n_trunk + 1][T][H], or NULL: the embedding output, then each trunk
                      * layer's output (before the final norm), for tests */
+    int profile;    /* run uncaptured and mark every op on the backend's timeline
+                     * (backend.h prof_*; the caller begins and ends it) */
 } memra_forward_opts;
 
 /* Runs one batch (filled by the caller and checked here: token ids in the

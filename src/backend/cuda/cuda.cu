@@ -258,6 +258,9 @@ static void cuda_ops_fill(memra_backend_ops *o) {
     o->upload = c_upload;
     o->download = c_download;
     o->copy = c_copy;
+    o->prof_begin = cuda_prof_begin;
+    o->prof_mark = cuda_prof_mark;
+    o->prof_end = cuda_prof_end;
     o->zero = c_zero;
     o->weight_load = c_weight_load;
     o->weight_release = c_weight_release;

@@ -45,4 +45,14 @@ memra_status cuda_op_moe_route(memra_backend *be, const float *logits, int64_t T
 memra_status cuda_op_moe_ffn(memra_backend *be, const memra_moe_params *p, const float *x, const int32_t *ids,
                              const float *w, float *out, int64_t T, void *scratch);
 
+/* gemm.cu: the prefill (T >= 16) matmul on the tensor cores; called by
+ * cuda_op_matmul after its checks */
+memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
+                          int accumulate);
+
+/* prof.cu: the op timeline (backend.h prof_*) */
+memra_status cuda_prof_begin(memra_backend *be);
+memra_status cuda_prof_mark(memra_backend *be, const char *label);
+memra_status cuda_prof_end(memra_backend *be, FILE *f);
+
 #endif
