@@ -262,21 +262,24 @@ static memra_status fwd(bench *B, const int32_t *tok, int32_t n, int32_t pos0, m
     return memra_forward(B->m, B->st, &B->b, &o, err);
 }
 
-/* One more decode step at pos, uncaptured, with every op on the backend's
- * timeline (--profile); the per-op table goes to the human output. */
-static memra_status profile_step(bench *B, int32_t tok, int32_t pos, memra_error *err) {
+/* One forward of n tokens at pos (one more decode step, or a prefill chunk), uncaptured, with every op on the
+ * backend's timeline (--profile); the per-op table goes to the human output. */
+static memra_status profile_step(bench *B, const int32_t *tok, int32_t n, int32_t pos, memra_error *err) {
     memra_backend *be = B->be;
     if (!be->ops->prof_begin)
         return memra_errorf(err, MEMRA_ERR_UNSUPPORTED, "--profile: backend %s has no op timeline", be->name);
     memra_batch_clear(&B->b);
-    memra_status s = memra_batch_add(&B->b, 0, &tok, 1, pos);
+    memra_status s = memra_batch_add(&B->b, 0, tok, n, pos);
     if (s != MEMRA_OK) return memra_errorf(err, s, "profile batch does not fit");
     s = be->ops->prof_begin(be);
     if (s != MEMRA_OK) return memra_errorf(err, s, "profile: %s", be->ops->last_error(be));
     memra_forward_opts o = {.profile = 1};
     s = memra_forward(B->m, B->st, &B->b, &o, err);
     if (s != MEMRA_OK) return s;
-    fprintf(B->human, "decode profile at depth %d (one uncaptured step; launch gaps included):\n", pos);
+    if (n == 1)
+        fprintf(B->human, "decode profile at depth %d (one uncaptured step; launch gaps included):\n", pos);
+    else
+        fprintf(B->human, "prefill profile of %d tokens at depth %d (one chunk; launch gaps included):\n", n, pos);
     s = be->ops->prof_end(be, B->human);
     if (s != MEMRA_OK) return memra_errorf(err, s, "profile: %s", be->ops->last_error(be));
     return MEMRA_OK;
@@ -320,6 +323,7 @@ static memra_status bench_prefill(bench *B, int32_t T, memra_error *err) {
         s = prefill(B, T, err); /* memra_forward syncs before it returns */
         t[r] = now_s() - t0;
     }
+    if (s == MEMRA_OK && B->o.profile) s = profile_step(B, B->toks, T < B->o.chunk ? T : B->o.chunk, 0, err);
     if (s == MEMRA_OK) s = check_logits(B, "prefill", err);
     if (s == MEMRA_OK) {
         double sec = median(t, reps), tps = (double)T / sec;
@@ -356,7 +360,7 @@ static memra_status bench_decode(bench *B, int32_t depth, memra_error *err) {
         s = decode_step(B, B->toks[depth + i], depth + i, err);
         t[i] = now_s() - t0;
     }
-    if (s == MEMRA_OK && B->o.profile) s = profile_step(B, B->toks[depth + N - 1], depth + N - 1, err);
+    if (s == MEMRA_OK && B->o.profile) s = profile_step(B, B->toks + depth + N - 1, 1, depth + N - 1, err);
     if (s == MEMRA_OK) s = check_logits(B, "decode", err);
     if (s == MEMRA_OK) {
         double sec = median(t, N), tps = 1.0 / sec;
@@ -402,7 +406,8 @@ static void usage(FILE *f) {
             "  --device N        CUDA device (default 0)\n"
             "  --csv             CSV lines on stdout (the table moves to stderr)\n"
             "  --profile         after each depth's decode, time every op of one more (uncaptured)\n"
-            "                    step and print the time per op\n");
+            "                    step and print the time per op; after each prefill, the same for\n"
+            "                    its first chunk\n");
 }
 
 static int parse(bench_opts *o, int argc, char **argv) {

@@ -1,6 +1,6 @@
 /* memra gate model: the whole forward pass of a backend against references.
  *
- *   memra gate model [--backend cuda|cpu] [--fixtures DIR]... [--tol X] [--only TEXT]
+ *   memra gate model [--backend cuda|cpu] [--fixtures DIR]... [--tol X] [--tol-prefill X] [--only TEXT]
  *                    [--threads N] [--device N] [--chunk N]
  *
  * Every NAME.ref.json in the fixture folders (default ../shared/fixtures and
@@ -11,7 +11,10 @@
  * For every NAME.*.gguf in the folder this gate runs on the chosen backend:
  *
  *   prefill  one forward over the prompt, logits of every position;
- *            max|out - ref| / max|ref| over the case, worst case reported
+ *            max|out - ref| / max|ref| over the case, worst case reported,
+ *            against its own bar (--tol-prefill): CUDA prefill matmuls run
+ *            on fp16 tensor cores (gemm.cu), whose error grows through the
+ *            layers of a random-weight fixture beyond the decode bar
  *   decode   the greedy steps, teacher-forced with the reference tokens (so
  *            one near-tie does not derail the rest): the same ratio per step
  *   greedy   our argmax of each step equals the reference token; a step whose
@@ -368,7 +371,7 @@ typedef struct gate_opts {
     const char *dirs[MAX_DIRS];
     int n_dirs;
     const char *only;
-    double tol;
+    double tol, tol_pf; /* decode bar; prefill bar (< 0: the backend's default) */
     int threads, device;
     int32_t chunk; /* prefill batch capacity (--chunk) */
 } gate_opts;
@@ -380,16 +383,21 @@ typedef struct gate_ctx {
     int n_rows, n_fail;
 } gate_ctx;
 
-static void row(gate_ctx *g, const char *model, const char *file, const char *metric, double worst, int show_worst,
-                int ok, const char *note) {
+static void row_tol(gate_ctx *g, const char *model, const char *file, const char *metric, double worst,
+                    int show_worst, double tol, int ok, const char *note) {
     char w[32];
     if (show_worst) snprintf(w, sizeof w, "%.3e", worst);
     else snprintf(w, sizeof w, "-");
-    printf("%-20s %-32s %-8s %10s %7.0e  %-4s %s\n", model, file, metric, w, g->o.tol, ok ? "ok" : "FAIL",
+    printf("%-20s %-32s %-8s %10s %7.0e  %-4s %s\n", model, file, metric, w, tol, ok ? "ok" : "FAIL",
            note ? note : "");
     fflush(stdout);
     g->n_rows++;
     if (!ok) g->n_fail++;
+}
+
+static void row(gate_ctx *g, const char *model, const char *file, const char *metric, double worst, int show_worst,
+                int ok, const char *note) {
+    row_tol(g, model, file, metric, worst, show_worst, g->o.tol, ok, note);
 }
 
 /* The reference of one file: per case, prefill logits, step logits and step tokens. */
@@ -539,7 +547,7 @@ static void gate_file(gate_ctx *g, const ref *r, const char *file) {
     snprintf(note, sizeof note, "%d cases, %ld positions, %s (%.2fs%s)", r->n_cases, n_pos, vs, t_run,
              listed ? "" : " + CPU ref");
     (void)t_ref;
-    row(g, r->name, file, "prefill", worst_pf, 1, passes(worst_pf, g->o.tol), note);
+    row_tol(g, r->name, file, "prefill", worst_pf, 1, g->o.tol_pf, passes(worst_pf, g->o.tol_pf), note);
     snprintf(note, sizeof note, "%ld steps, teacher-forced", n_steps);
     row(g, r->name, file, "decode", worst_dec, 1, passes(worst_dec, g->o.tol), note);
     snprintf(note, sizeof note, "%ld/%ld tokens equal, %ld near-tie deviations allowed, %ld mismatches%s",
@@ -690,8 +698,8 @@ static void gate_dir(gate_ctx *g, const char *dir) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: memra gate model [--backend cuda|cpu] [--fixtures DIR]... [--tol X] [--only TEXT]\n"
-            "                        [--threads N] [--device N] [--chunk N]\n"
+            "usage: memra gate model [--backend cuda|cpu] [--fixtures DIR]... [--tol X] [--tol-prefill X]\n"
+            "                        [--only TEXT] [--threads N] [--device N] [--chunk N]\n"
             "\n"
             "Runs every NAME.*.gguf beside a NAME.ref.json on the backend: prefill logits, teacher-forced\n"
             "decode logits and greedy tokens against the reference (files the .ref.json lists) or against\n"
@@ -699,11 +707,12 @@ static void usage(FILE *f) {
             "\n"
             "  --backend B    cuda (default) or cpu\n"
             "  --fixtures DIR a folder of *.ref.json (repeatable; default ../shared/fixtures and tests/data)\n"
-            "  --tol X        max|out - ref| / max|ref| bar (default 1e-3)\n"
+            "  --tol X        max|out - ref| / max|ref| bar of decode (default 1e-3)\n"
+            "  --tol-prefill X  the same for prefill (default 5e-2 on cuda: fp16 tensor cores; --tol on cpu)\n"
             "  --only TEXT    only the files whose name contains TEXT\n"
             "  --threads N    CPU threads (default: all)\n"
             "  --device N     CUDA device (default 0)\n"
-            "  --chunk N      prefill batch size (default %d; under 16 keeps CUDA matmuls off the TF32 path)\n",
+            "  --chunk N      prefill batch size (default %d; under 16 keeps CUDA matmuls off the tensor cores)\n",
             CHUNK);
 }
 
@@ -712,6 +721,7 @@ int memra_gate_model(int argc, char **argv) {
     memset(&g, 0, sizeof g);
     g.o.backend = "cuda";
     g.o.tol = 1e-3;
+    g.o.tol_pf = -1.0;
     g.o.chunk = CHUNK;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -729,6 +739,13 @@ int memra_gate_model(int argc, char **argv) {
             g.o.tol = strtod(argv[++i], &end);
             if (*end || !(g.o.tol > 0)) {
                 fprintf(stderr, "gate model: --tol wants a positive number, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--tol-prefill") && has) {
+            char *end;
+            g.o.tol_pf = strtod(argv[++i], &end);
+            if (*end || !(g.o.tol_pf > 0)) {
+                fprintf(stderr, "gate model: --tol-prefill wants a positive number, got '%s'\n", argv[i]);
                 return 2;
             }
         } else if (!strcmp(a, "--only") && has) {
@@ -778,8 +795,9 @@ int memra_gate_model(int argc, char **argv) {
         if (g.be) memra_backend_free(g.be);
         return 1;
     }
-    printf("memra gate model: backend %s, tolerance %.0e x max|ref|, prefill in batches of %d\n", g.be->name, g.o.tol,
-           g.o.chunk);
+    if (g.o.tol_pf < 0) g.o.tol_pf = g.cpu == g.be ? g.o.tol : 5e-2;
+    printf("memra gate model: backend %s, tolerance %.0e x max|ref| (prefill %.0e), prefill in batches of %d\n",
+           g.be->name, g.o.tol, g.o.tol_pf, g.o.chunk);
     printf("%-20s %-32s %-8s %10s %7s  %-4s %s\n", "model", "file", "metric", "worst", "tol", "ok", "note");
     double t0 = now_s();
     for (int d = 0; d < g.o.n_dirs; d++) gate_dir(&g, g.o.dirs[d]);

@@ -3,112 +3,265 @@
  * encoding. Called by cuda_op_matmul (matmul.cu), which has checked the
  * shapes, the type and the alignment.
  *
- * Current kernel: 64 x 64 tiles (rows x tokens), the weights dequantized 32 columns at a time into shared
- * memory, 3xTF32 MMA (wmma m16n16k8: hi*hi + hi*lo + lo*hi, fp32
- * accumulation). Plain TF32 rounded the operands to 10-bit mantissas and moved
- * the fixture models' logits by up to 1.2e-1 of their scale through the layers
- * (gate model failed at 1e-3); with 3xTF32 the worst fixture logit error is
- * 7.8e-5 and a single matmul's error 5.3e-4 at K = 17408 (H200, 2026-12-02;
- * the MMA accumulator keeps fewer bits than an fp32 FMA, so it is not fp32). A token's result
- * depends only on its own activations (the k order is fixed by the row
- * length, the other tokens of the tile never mix in). */
-#include <mma.h>
+ * Arithmetic ("3xFP16"): fp16 MMA (mma.sync m16n8k16, fp32 accumulation) on
+ * operands split into an fp16 high part and an fp16 low part (v - hi): the
+ * activations, and the weights as dq8 decodes them (fp32). The products
+ * w_lo x_hi + w_hi x_lo + w_hi x_hi (small terms first; w_lo x_lo is below
+ * the rest) keep about 2 x 11 mantissa bits of each operand, fewer where a low
+ * part falls into fp16's subnormal range (below 6.1e-5). F16 and BF16 weights
+ * have no low part (g_w_parts). Activations must stay under fp16's 65504 in
+ * magnitude. Worst single-matmul error 1.1e-4 of max|ref| (gate kernels, 27b,
+ * in 17408); fixture logits within 7.5e-6 (H200, 2026-12-02). With plain fp16
+ * operands (one MMA) the fixture prefill logits moved by 2.4e-2 and, through
+ * the cached state, the teacher-forced decode logits by up to 6.8e-3 (decode
+ * bar 1e-3); splitting only the activations (two MMAs) still left tiny-moe
+ * Q8_0 decode at 4.2e-3.
+ *
+ * Tiles: 128 tokens x 128 weight rows per block, 64 columns (two dq groups)
+ * per step, double-buffered in shared memory: each thread loads step k + 1
+ * (weights decoded by dq8, activations as float4) into registers before the
+ * warps multiply step k, and writes them, split into fp16 parts, into the
+ * other buffer afterwards. Fragments come from shared memory with ldmatrix.
+ * Measured on the H200 at T = 512, {5120, 17408}: 57 TFLOP/s (Q8_0) .. 72
+ * (F16) of useful work, i.e. ~170 of raw MMA: far from the tensor cores'
+ * rate; staging (dequantization and the fp16 split in registers, 200+
+ * registers a thread, one block per SM) is the bottleneck, not the MMAs.
+ *
+ * A token's result depends only on its own activations and the row length:
+ * every output element is the same chain of MMAs over k = 0, 16, 32, ...
+ * whatever the token's position in the tile or the batch size. */
+#include <cuda_fp16.h>
 
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/ops.cuh"
 
-#define TC_M 64  /* weight rows per block */
-#define TC_N 64  /* tokens per block */
-#define TC_K 32  /* columns per step: one dq group */
-#define TC_LD 36 /* shared row stride in floats: 16-byte multiple, 32-byte aligned every 16 rows */
+#define GM 128 /* tokens per block (MMA M) */
+#define GN 128 /* weight rows per block (MMA N) */
+#define GK 64  /* columns per step: two dq groups */
+#define GLD 72 /* shared row stride in halves: 144 bytes, so ldmatrix's 8 rows hit 8 distinct 16-byte bank groups */
 
-/* Launch contract: grid (ceil(n_out / 64), ceil(T / 64)), block 256 (8
- * warps). Thread i dequantizes quarter i % 4 of group k0 / 32 of weight row
- * i / 4 and loads the same 8 columns of token i / 4 (two 16-byte loads) per
- * k step. Warp w owns the 16 x 32 output sub-tile rows 16 (w / 2), tokens
- * 32 (w % 2) .. + 32 (two accumulators). x 16-byte aligned, in % 32 == 0. */
-template <int TYPE>
-__global__ void __launch_bounds__(256)
-    k_matmul_tc(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
-                const float *__restrict__ x, float *__restrict__ y, int64_t T, int accumulate) {
-    using namespace nvcuda;
-    __shared__ __align__(32) float Ws[TC_M * TC_LD];
-    __shared__ __align__(32) float Xs[TC_N * TC_LD];
-    __shared__ __align__(32) float Cs[TC_N * (TC_M + 4)];
-    const int tid = threadIdx.x, w = tid >> 5;
-    const int64_t r0 = (int64_t)blockIdx.x * TC_M, t0 = (int64_t)blockIdx.y * TC_N;
-    const int lr = tid >> 2, q = tid & 3;
-    const bool row_ok = r0 + lr < n_out, tok_ok = t0 + lr < T;
-    const uint8_t *wrow = W + (row_ok ? (r0 + lr) : 0) * row_bytes;
-    const float *xrow = x + (tok_ok ? (t0 + lr) : 0) * in;
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
-    wmma::fill_fragment(acc[0], 0.0f);
-    wmma::fill_fragment(acc[1], 0.0f);
-    const int rf = w >> 1, tf = (w & 1) * 2;
-    for (int64_t k0 = 0; k0 < in; k0 += TC_K) {
-        float v[8];
-        if (row_ok) {
-            dq8<TYPE>(wrow, k0 / 32, q, v);
-        } else {
+/* Weight matrices of at most this many rows take the matvec kernel (matvec.cuh) at every T: a 128-row tile
+ * would leave most of the block idle and the grid a few blocks long (the GDN ssm_alpha / ssm_beta
+ * projections have 32 or 48 rows). The choice depends on the shape alone, so a token's result still does
+ * not depend on T. */
+#define G_MV_MAX_ROWS 64
+
+/* the element count of one shared stage: 2 activation tiles (hi, lo), NW weight tiles */
+#define G_STAGE(NW) ((2 * GM + (NW) * GN) * GLD)
+
+__device__ __forceinline__ void g_ldsm4(uint32_t r[4], const __half *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+__device__ __forceinline__ void g_mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* (a, b) -> their fp16 high parts, packed; *lo gets the fp16 rounding of the remainders */
+__device__ __forceinline__ uint32_t g_pack_hi(float a, float b, uint32_t *lo) {
+    __half2 h = __floats2half2_rn(a, b);
+    float2 f = __half22float2(h);
+    __half2 l = __floats2half2_rn(a - f.x, b - f.y);
+    *lo = *(uint32_t *)&l;
+    return *(uint32_t *)&h;
+}
+
+/* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256 (8
+ * warps), 2 * G_STAGE(NW) * 2 bytes of dynamic shared memory. Staging, per
+ * step of 64 columns (groups g0, g0 + 1): thread i decodes quarter i % 4 of
+ * both groups of weight rows i / 4 and i / 4 + 64, and loads float4 i % 8 of
+ * both groups of tokens i / 8 + 32 j (j < 4). Rows, tokens and a second
+ * group past the end read valid memory (row 0, token 0, group g0) and are
+ * zeroed by selects, so the loop body has no branches and the compiler may
+ * overlap the next step's loads with this step's MMAs. Warp w owns tokens
+ * 64 (w / 4) .. + 64 x rows 32 (w % 4) .. + 32: 4 x 4 MMA tiles. */
+template <int TYPE, int NW>
+__global__ void __launch_bounds__(256, 1)
+    k_gemm(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out, const float *__restrict__ x,
+           float *__restrict__ y, int64_t T, int accumulate) {
+    extern __shared__ __align__(16) __half g_sm[];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN;
+
+    /* staging sources */
+    const int wr = tid >> 2, q = tid & 3, xc = tid & 7, xt = tid >> 3;
+    bool wok[2], xok[4];
+    const uint8_t *wrow[2];
+    const float *xrow[4];
 #pragma unroll
-            for (int i = 0; i < 8; i++) v[i] = 0.0f;
-        }
-        float4 a = make_float4(0, 0, 0, 0), b = a;
-        if (tok_ok) {
-            const float4 *xp = (const float4 *)(xrow + k0 + 8 * q);
-            a = __ldg(xp);
-            b = __ldg(xp + 1);
-        }
-        float *wd = Ws + lr * TC_LD + 8 * q, *xd = Xs + lr * TC_LD + 8 * q;
-        *(float4 *)wd = make_float4(v[0], v[1], v[2], v[3]);
-        *(float4 *)(wd + 4) = make_float4(v[4], v[5], v[6], v[7]);
-        *(float4 *)xd = a;
-        *(float4 *)(xd + 4) = b;
-        __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < TC_K; kk += 8) {
-            /* 3xTF32: each operand is split into a TF32 high part and a TF32
-             * low part (v - hi); hi*hi + hi*lo + lo*hi recovers ~fp32 accuracy
-             * (the lo*lo term is below fp32 rounding). The small terms go
-             * first so they are not absorbed by the large one. */
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa, fa_lo;
-            wmma::load_matrix_sync(fa, Ws + rf * 16 * TC_LD + kk, TC_LD);
-#pragma unroll
-            for (int i = 0; i < fa.num_elements; i++) {
-                float v = fa.x[i], hi = wmma::__float_to_tf32(v);
-                fa.x[i] = hi;
-                fa_lo.x[i] = wmma::__float_to_tf32(v - hi);
-            }
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb, fb_lo;
-                wmma::load_matrix_sync(fb, Xs + (tf + j) * 16 * TC_LD + kk, TC_LD);
-#pragma unroll
-                for (int i = 0; i < fb.num_elements; i++) {
-                    float v = fb.x[i], hi = wmma::__float_to_tf32(v);
-                    fb.x[i] = hi;
-                    fb_lo.x[i] = wmma::__float_to_tf32(v - hi);
-                }
-                wmma::mma_sync(acc[j], fa_lo, fb, acc[j]);
-                wmma::mma_sync(acc[j], fa, fb_lo, acc[j]);
-                wmma::mma_sync(acc[j], fa, fb, acc[j]);
-            }
-        }
-        __syncthreads();
+    for (int r = 0; r < 2; r++) {
+        wok[r] = r0 + wr + 64 * r < n_out;
+        wrow[r] = W + (wok[r] ? r0 + wr + 64 * r : 0) * row_bytes;
     }
-    /* C[m][n] stored column-major: Cs[n * (TC_M + 4) + m], so a token's rows are contiguous */
 #pragma unroll
-    for (int j = 0; j < 2; j++)
-        wmma::store_matrix_sync(Cs + (tf + j) * 16 * (TC_M + 4) + rf * 16, acc[j], TC_M + 4, wmma::mem_col_major);
+    for (int j = 0; j < 4; j++) {
+        xok[j] = t0 + xt + 32 * j < T;
+        xrow[j] = x + (xok[j] ? t0 + xt + 32 * j : 0) * in + 4 * xc;
+    }
+    float wv[2][2][8];
+    float4 xv[4][2];
+    auto load = [&](int64_t k0) {
+        const bool g1ok = k0 + 32 < in;
+        const int64_t g0 = k0 / 32, g1 = g1ok ? g0 + 1 : g0;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            dq8<TYPE>(wrow[r], g0, q, wv[r][0]);
+            dq8<TYPE>(wrow[r], g1, q, wv[r][1]);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                wv[r][0][i] = wok[r] ? wv[r][0][i] : 0.0f;
+                wv[r][1][i] = wok[r] && g1ok ? wv[r][1][i] : 0.0f;
+            }
+        }
+        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float4 a = __ldg((const float4 *)(xrow[j] + 32 * g0)), b = __ldg((const float4 *)(xrow[j] + 32 * g1));
+            xv[j][0] = xok[j] ? a : z;
+            xv[j][1] = xok[j] && g1ok ? b : z;
+        }
+    };
+    auto store = [&](__half *st) {
+        __half *xs = st, *ws = st + 2 * GM * GLD;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint32_t l0, l1;
+                uint2 hi = make_uint2(g_pack_hi(xv[j][h].x, xv[j][h].y, &l0), g_pack_hi(xv[j][h].z, xv[j][h].w, &l1));
+                int off = (xt + 32 * j) * GLD + 32 * h + 4 * xc;
+                *(uint2 *)(xs + off) = hi;
+                *(uint2 *)(xs + GM * GLD + off) = make_uint2(l0, l1);
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint32_t hi[4], lo[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) hi[i] = g_pack_hi(wv[r][h][2 * i], wv[r][h][2 * i + 1], &lo[i]);
+                int off = (wr + 64 * r) * GLD + 32 * h + 8 * q;
+                *(uint4 *)(ws + off) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+                if (NW == 2) *(uint4 *)(ws + GN * GLD + off) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            }
+    };
+
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
+    const int wm = (w >> 2) * 64, wn = (w & 3) * 32;
+    /* ldmatrix row addresses of this lane: A (tokens) 16 x 16 tiles as
+     * (rows 0-7 | 8-15) x (k 0-7 | 8-15); B (weight rows) two n8 tiles x k16 */
+    const int a_off = (wm + (lane & 15)) * GLD + (lane >> 4) * 8;
+    const int b_off = (wn + (lane & 7) + ((lane >> 4) << 3)) * GLD + ((lane >> 3) & 1) * 8;
+
+    const int64_t nk = (in + GK - 1) / GK;
+    load(0);
+    store(g_sm);
     __syncthreads();
-    for (int i = tid; i < TC_M * TC_N; i += blockDim.x) {
-        int n = i / TC_M, m = i % TC_M;
-        if (t0 + n < T && r0 + m < n_out) {
-            float *yp = y + (t0 + n) * n_out + r0 + m;
-            float c = Cs[n * (TC_M + 4) + m];
-            *yp = accumulate ? *yp + c : c;
+    for (int64_t kt = 0; kt < nk; kt++) {
+        const __half *cur = g_sm + (kt & 1) * G_STAGE(NW);
+        /* the next step's operands (the last step reloads its own: harmless, and keeps the body branch-free) */
+        load((kt + 1 < nk ? kt + 1 : kt) * GK);
+#pragma unroll
+        for (int ks = 0; ks < GK; ks += 16) {
+            uint32_t a[2][4][4], b[NW][4][2];
+#pragma unroll
+            for (int p = 0; p < 2; p++)
+#pragma unroll
+                for (int mi = 0; mi < 4; mi++) g_ldsm4(a[p][mi], cur + p * GM * GLD + a_off + mi * 16 * GLD + ks);
+#pragma unroll
+            for (int p = 0; p < NW; p++)
+#pragma unroll
+                for (int nj = 0; nj < 2; nj++) {
+                    uint32_t r[4];
+                    g_ldsm4(r, cur + 2 * GM * GLD + p * GN * GLD + b_off + nj * 16 * GLD + ks);
+                    b[p][2 * nj][0] = r[0], b[p][2 * nj][1] = r[1];
+                    b[p][2 * nj + 1][0] = r[2], b[p][2 * nj + 1][1] = r[3];
+                }
+            /* small terms first: w_lo x_hi, w_hi x_lo, then w_hi x_hi */
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    if (NW == 2) g_mma(acc[mi][ni], a[0][mi], b[NW - 1][ni]);
+                    g_mma(acc[mi][ni], a[1][mi], b[0][ni]);
+                    g_mma(acc[mi][ni], a[0][mi], b[0][ni]);
+                }
         }
+        /* the other buffer was last read before the previous barrier; after the last step nobody reads it */
+        store(g_sm + ((kt + 1) & 1) * G_STAGE(NW));
+        __syncthreads();
     }
+
+    /* accumulator (mi, ni): c0 c1 token g, rows 2 (lane % 4) + 0, 1; c2 c3 token g + 8 */
+    const bool pair = (n_out & 1) == 0;
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int64_t t = t0 + wm + 16 * mi + (lane >> 2) + 8 * h;
+            if (t >= T) continue;
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                int64_t o = r0 + wn + 8 * ni + 2 * (lane & 3);
+                float c0 = acc[mi][ni][2 * h], c1 = acc[mi][ni][2 * h + 1];
+                float *yp = y + t * n_out + o;
+                if (pair && o < n_out) {
+                    if (accumulate) {
+                        float2 old = *(float2 *)yp;
+                        c0 += old.x, c1 += old.y;
+                    }
+                    *(float2 *)yp = make_float2(c0, c1);
+                } else {
+                    if (o < n_out) yp[0] = accumulate ? yp[0] + c0 : c0;
+                    if (o + 1 < n_out) yp[1] = accumulate ? yp[1] + c1 : c1;
+                }
+            }
+        }
+}
+
+/* fp16 parts of a decoded weight: F16 weights are their own high part, and so are BF16 weights (8 mantissa
+ * bits) except under fp16's normal range (2^-14), where the subnormal rounding error is at most 2^-25
+ * absolute; the others get a w_lo term */
+template <int TYPE>
+constexpr int g_w_parts() {
+    return TYPE == MEMRA_TYPE_F16 || TYPE == MEMRA_TYPE_BF16 ? 1 : 2;
+}
+
+template <int TYPE, int NW>
+static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x, float *y,
+                               int64_t T, int accumulate, cudaStream_t s) {
+    const int smem = 2 * G_STAGE(NW) * (int)sizeof(__half);
+    static bool attr_set = false; /* per instantiation; setting it twice is harmless */
+    if (!attr_set) {
+        cudaError_t e = cudaFuncSetAttribute(k_gemm<TYPE, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return e;
+        attr_set = true;
+    }
+    dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
+    k_gemm<TYPE, NW><<<grid, 256, smem, s>>>(W, rb, in, n_out, x, y, T, accumulate);
+    return cudaSuccess;
+}
+
+/* n_out <= G_MV_MAX_ROWS: matmul.cu's T >= 16 matvec configuration (a warp per row, 16 tokens per block) */
+template <int TYPE>
+static cudaError_t launch_narrow(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x, float *y,
+                                 int64_t T, int accumulate, cudaStream_t s) {
+    typedef mv_config<TYPE, 16> C;
+    dim3 grid((unsigned)((n_out + C::WARPS - 1) / C::WARPS), (unsigned)((T + 15) / 16));
+    k_matvec<TYPE, 16, 1, C::WARPS, C::U1><<<grid, 32 * C::WARPS, 0, s>>>(W, rb, in, n_out, x, y, T, accumulate);
+    return cudaSuccess;
 }
 
 memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
@@ -117,13 +270,18 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     size_t rb = w->row_bytes;
     const uint8_t *W = (const uint8_t *)w->data;
     cudaStream_t s = cuda_of(be)->stream;
-    dim3 grid((unsigned)((n_out + TC_M - 1) / TC_M), (unsigned)((T + TC_N - 1) / TC_N));
+    const bool narrow = n_out <= G_MV_MAX_ROWS;
+    cudaError_t e = cudaSuccess;
     switch (w->type) {
-#define TC_CASE(TY) \
-    case TY: k_matmul_tc<TY><<<grid, 256, 0, s>>>(W, rb, in, n_out, x, y, T, accumulate); break;
+#define TC_CASE(TY)                                                                                  \
+    case TY:                                                                                         \
+        e = narrow ? launch_narrow<TY>(W, rb, in, n_out, x, y, T, accumulate, s)                     \
+                   : launch_gemm<TY, g_w_parts<TY>()>(W, rb, in, n_out, x, y, T, accumulate, s); \
+        break;
         CUDA_FOR_EACH_TYPE(TC_CASE)
 #undef TC_CASE
     default: return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "gemm %s: unsupported type", w->name ? w->name : "?");
     }
+    if (e != cudaSuccess) return cuda_check(be, e, "gemm");
     return CUDA_LAUNCHED(be, "gemm");
 }
