@@ -6,11 +6,21 @@
  * by the row length alone (matvec.cuh). So row t of a T-token product is bit-identical to the same
  * row computed with T = 1.
  *
+ * Q4_K rows of a multiple of 256 take the tensor-core matvec
+ * instead (mmv.cuh: one launch; the activations are converted inside it),
+ * with the same property. MEMRA_MMV=0 in the environment (read at the first
+ * matmul) sends them to k_matvec too: a fallback switch on the device, no
+ * rebuild needed.
+ *
  * Prefill (T >= MM_TC_MIN_T) goes to the tensor-core GEMM (gemm.cu,
  * cuda_gemm_tc). Known gap: a row computed with T >= 16 differs from the
  * same row computed with T < 16 in the last bits; `memra gate kernels`
  * checks each path's invariance separately. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/cuda/matvec.cuh"
+#include "backend/cuda/mmv.cuh"
 #include "backend/cuda/ops.cuh"
 
 #define MM_TC_MIN_T 16
@@ -51,12 +61,11 @@ static void launch_matmul(const uint8_t *W, size_t row_bytes, int64_t in, int64_
 
 int cuda_type_supported(uint32_t type) { return cuda_type_row_bytes(type, 256) != 0; }
 
-memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
-                            int accumulate) {
+/* The checks every matmul entry point makes on one weight. */
+static memra_status mm_check(memra_backend *be, const memra_weight *w, const float *x, int64_t T) {
     const char *name = w && w->name ? w->name : "?";
     if (!w || !w->data) return CUDA_INVALID(be, "matmul %s: weight not loaded", name);
     if (T < 0) return CUDA_INVALID(be, "matmul %s: T = %lld", name, (long long)T);
-    if (T == 0) return MEMRA_OK;
     int64_t in = w->ne[0], n_out = w->ne[1];
     if (!cuda_type_supported(w->type))
         return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "matmul %s: type %s has no CUDA kernel", name,
@@ -75,7 +84,40 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     if (n_out >= (int64_t)INT32_MAX || (T + 15) / 16 > 65535)
         return CUDA_INVALID(be, "matmul %s: %lld rows x %lld tokens exceed the grid", name, (long long)n_out,
                             (long long)T);
+    return MEMRA_OK;
+}
+
+/* Whether a T < 16 matmul of this weight type and row length goes to the
+ * tensor-core matvec (mmv.cuh); MEMRA_MMV=0 turns it off (see the top). */
+static int mmv_use(uint32_t type, int64_t in) {
+    static int on = -1; /* a benign race: every thread stores the same value */
+    if (on < 0) {
+        const char *e = getenv("MEMRA_MMV");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on && mmv_type_ok(type, in);
+}
+
+static memra_status mmv_run(memra_backend *be, mmv_args *a, int n) {
+    mmv_blocks(a, n);
+    mmv_launch(*a, cuda_of(be)->stream);
+    return CUDA_LAUNCHED(be, "matmul: mmv");
+}
+
+memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
+                            int accumulate) {
+    memra_status st = mm_check(be, w, x, T);
+    if (st || T == 0) return st;
+    int64_t in = w->ne[0], n_out = w->ne[1];
+    size_t rb = w->row_bytes;
     if (T >= MM_TC_MIN_T) return cuda_gemm_tc(be, w, x, y, T, accumulate);
+    if (mmv_use(w->type, in)) {
+        mmv_args a = {};
+        a.x = x;
+        a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
+        a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate;
+        return mmv_run(be, &a, 1);
+    }
     cudaStream_t s = cuda_of(be)->stream;
     const uint8_t *W = (const uint8_t *)w->data;
     switch (w->type) {
@@ -83,7 +125,74 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     case TY: launch_matmul<TY>(W, rb, in, n_out, x, y, T, accumulate, s); break;
         CUDA_FOR_EACH_TYPE(MM_CASE)
 #undef MM_CASE
-    default: return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "matmul %s: unsupported type", name);
+    default: return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "matmul %s: unsupported type", w->name ? w->name : "?");
     }
     return CUDA_LAUNCHED(be, "matmul");
+}
+
+/* y_i = W_i x: at T < 16 the tensor-core weights go as one launch per
+ * distinct type (all weights of a type in one grid); the others
+ * (and T >= 16) as cuda_op_matmul. Each row gets cuda_op_matmul's bits. */
+memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
+                                  const float *x, int64_t T) {
+    if (n < 1 || n > 4) return CUDA_INVALID(be, "matmul_multi: n = %d (1..4)", n);
+    int fused[4] = {0, 0, 0, 0};
+    for (int i = 0; i < n; i++) {
+        memra_status st = mm_check(be, w[i], x, T);
+        if (st) return st;
+        fused[i] = T > 0 && T < MM_TC_MIN_T && mmv_use(w[i]->type, w[i]->ne[0]) && w[i]->ne[0] == w[0]->ne[0];
+    }
+    if (T == 0) return MEMRA_OK;
+    for (int i = 0; i < n; i++) {
+        if (!fused[i]) {
+            memra_status st = cuda_op_matmul(be, w[i], x, y[i], T, 0);
+            if (st) return st;
+            continue;
+        }
+        if (fused[i] == 2) continue; /* launched with an earlier weight of its type */
+        mmv_args a = {};
+        int m = 0;
+        for (int k = i; k < n; k++) {
+            if (!fused[k] || w[k]->type != w[i]->type) continue;
+            fused[k] = 2;
+            a.W[m] = (const uint8_t *)w[k]->data, a.n_out[m] = w[k]->ne[1], a.y[m] = y[k];
+            m++;
+        }
+        a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T;
+        memra_status st = mmv_run(be, &a, m);
+        if (st) return st;
+    }
+    return MEMRA_OK;
+}
+
+/* out[t][i] = silu(g_i) * u_i with g = gate x, u = up x. T < 16 with both
+ * weights of one tensor-core type: one launch, gate row i and up row i in
+ * the same warp. Otherwise two matmuls into the workspace and
+ * cuda_op_swiglu. */
+memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, const memra_weight *up,
+                                   const float *x, float *out, int64_t T) {
+    memra_status st = mm_check(be, gate, x, T);
+    if (!st) st = mm_check(be, up, x, T);
+    if (st) return st;
+    if (gate->ne[0] != up->ne[0] || gate->ne[1] != up->ne[1])
+        return CUDA_INVALID(be, "matmul_swiglu: gate {%lld, %lld} and up {%lld, %lld} differ", (long long)gate->ne[0],
+                            (long long)gate->ne[1], (long long)up->ne[0], (long long)up->ne[1]);
+    if (T == 0) return MEMRA_OK;
+    int64_t in = gate->ne[0], n = gate->ne[1];
+    if (T < MM_TC_MIN_T && gate->type == up->type && mmv_use(gate->type, in)) {
+        mmv_args a = {};
+        a.x = x;
+        a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
+        a.n_out[0] = a.n_out[1] = n, a.y[0] = out;
+        a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1;
+        return mmv_run(be, &a, 1);
+    }
+    size_t part = ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255;
+    st = cuda_ws_reserve(be, 2 * part);
+    if (st) return st;
+    float *g = (float *)cuda_of(be)->ws, *u = (float *)((uint8_t *)g + part);
+    st = cuda_op_matmul(be, gate, x, g, T, 0);
+    if (!st) st = cuda_op_matmul(be, up, x, u, T, 0);
+    if (!st) st = cuda_op_swiglu(be, g, u, out, n, T);
+    return st;
 }

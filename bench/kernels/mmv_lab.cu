@@ -1,0 +1,306 @@
+/* Tensor-core decode matvec lab (src/backend/cuda/mmv.cuh) on one
+ * {in, n_out} Q4_K weight: k_mmv with the production L2 prefetch distance
+ * (PD = MMV_PD), PD = 2 and PD = 4, against the production k_matvec.
+ *
+ * Validation on random blocks: T = 1 against the CPU reference
+ * (memra_dot_row, all rows; max|gpu - cpu| / max|cpu| <= 1e-5, the gate's
+ * tolerance), every token row of T = 4, 8, 15 bit for bit against T = 1 on
+ * that token (batch invariance), every PD bit for bit against the
+ * production one, the multi-weight launch (a second weight = the first one
+ * 7 rows on) and the swiglu launch (gate = W, up = W 3 rows on) against the
+ * single results. Then timed with CUDA events after an L2 flush (median of
+ * 15, one launch, launch latency included). GB/s counts weight bytes; % is
+ * of the device-to-device copy (read + write) measured in the same run.
+ *
+ *   bash bench/kernels/mmv_lab.sh [in n_out]        (needs a GPU) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/matvec.cuh"
+#include "backend/cuda/mmv.cuh"
+
+static uint64_t rs = 0x5EED1234ull;
+static uint64_t rnd(void) {
+    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float rf(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 11) * (1.0 / 9007199254740992.0)); }
+static void put_h(uint8_t *p, float lo, float hi) {
+    uint16_t h = memra_fp32_to_fp16(rf(lo, hi));
+    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+}
+
+static void fill_blocks(uint32_t type, uint8_t *w, size_t bytes) {
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        uint64_t r = rnd();
+        memcpy(w + i, &r, 8);
+    }
+    const memra_type_info *ti = memra_type_get(type);
+    size_t bb = ti->block_bytes;
+    for (size_t i = 0; i < bytes / bb; i++) {
+        uint8_t *b = w + i * bb;
+        if (type == MEMRA_TYPE_Q4_K) {
+            put_h(b, -0.01f, 0.01f);
+            put_h(b + 2, -0.01f, 0.01f);
+        } else {
+            put_h(b, -0.1f, 0.1f);
+        }
+    }
+}
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void *flush_buf;
+static const size_t flush_bytes = 256u << 20;
+static double g_copy;
+static int g_fail;
+
+static int cmp_f(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+struct job {
+    int kind; /* 0 = k_matvec production, 1 = mmv PD = MMV_PD, 2 = PD 2, 3 = PD 4 */
+    uint32_t type;
+    const uint8_t *W;
+    size_t rb;
+    int64_t in, n_out, T;
+    const float *x;
+    float *y;
+    int ks; /* K split override (timing only), 0 = production */
+};
+
+template <int TY>
+static void run_job(const job &j) {
+    if (j.kind == 0) {
+        typedef mv_config<TY, 1> C1;
+        typedef mv_config<TY, 8> C8;
+        if (j.T == 1) {
+            if (j.n_out >= C1::R * C1::MIN_WARPS)
+                k_matvec<TY, 1, C1::R, C1::WARPS, C1::U><<<(unsigned)((j.n_out + 4 * C1::R - 1) / (4 * C1::R)),
+                                                             128>>>(j.W, j.rb, j.in, j.n_out, j.x, j.y, 1, 0);
+            else
+                k_matvec<TY, 1, 1, C1::WARPS, C1::U1><<<(unsigned)((j.n_out + 3) / 4), 128>>>(j.W, j.rb, j.in, j.n_out,
+                                                                                              j.x, j.y, 1, 0);
+        } else {
+            k_matvec<TY, 8, C8::R, C8::WARPS, C8::U><<<dim3((unsigned)((j.n_out + 4 * C8::R - 1) / (4 * C8::R)),
+                                                            (unsigned)((j.T + 7) / 8)),
+                                                       128>>>(j.W, j.rb, j.in, j.n_out, j.x, j.y, j.T, 0);
+        }
+        return;
+    }
+    mmv_args a;
+    memset(&a, 0, sizeof a);
+    a.W[0] = j.W;
+    a.n_out[0] = j.n_out;
+    a.y[0] = j.y;
+    a.row_bytes = j.rb;
+    a.in = j.in;
+    a.T = (int)j.T;
+    a.x = j.x;
+    mmv_blocks(&a, 1);
+    if (j.kind == 1)
+        mmv_launch<MMV_PD>(a, 0, j.ks);
+    else if (j.kind == 2)
+        mmv_launch<2>(a, 0, j.ks);
+    else
+        mmv_launch<4>(a, 0, j.ks);
+}
+
+template <int TY>
+static double time_us(const job &j) {
+    enum { reps = 15 };
+    float ms[reps];
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < reps; i++) {
+        CK(cudaMemsetAsync(flush_buf, i, flush_bytes, 0));
+        CK(cudaEventRecord(a, 0));
+        run_job<TY>(j);
+        CK(cudaEventRecord(b, 0));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    CK(cudaGetLastError());
+    qsort(ms, reps, sizeof ms[0], cmp_f);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return ms[reps / 2] * 1e3;
+}
+
+static double copy_gbs(void) {
+    size_t n = 1u << 30;
+    void *s, *d;
+    CK(cudaMalloc(&s, n));
+    CK(cudaMalloc(&d, n));
+    CK(cudaMemset(s, 1, n));
+    float best = 1e30f;
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 6; i++) {
+        float ms;
+        CK(cudaEventRecord(a, 0));
+        CK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, 0));
+        CK(cudaEventRecord(b, 0));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (i && ms < best) best = ms;
+    }
+    cudaFree(s), cudaFree(d);
+    return 2.0 * n / (best * 1e-3) / 1e9;
+}
+
+static void get(float *h, const float *d, size_t n) { CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost)); }
+
+template <int TY>
+static void run_type(int64_t in, int64_t n_out) {
+    const char *name = memra_type_name(TY);
+    const int TB = MMV_MAX_T;
+    size_t rb = memra_type_row_bytes(TY, in), wb = rb * (size_t)n_out;
+    uint8_t *hw = (uint8_t *)malloc(wb);
+    fill_blocks(TY, hw, wb);
+    float *hx = (float *)malloc(sizeof(float) * TB * in);
+    for (int64_t i = 0; i < TB * in; i++) hx[i] = rf(-1, 1);
+    float *ref = (float *)malloc(sizeof(float) * n_out);
+    for (int64_t o = 0; o < n_out; o++) ref[o] = memra_dot_row(TY, hw + o * rb, hx, in);
+    double mref = 0;
+    for (int64_t o = 0; o < n_out; o++) mref = fmax(mref, fabs(ref[o]));
+    uint8_t *dw;
+    float *dx, *dy, *dy2;
+    CK(cudaMalloc(&dw, wb + 64));
+    CK(cudaMemcpy(dw, hw, wb, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dx, sizeof(float) * TB * in));
+    CK(cudaMemcpy(dx, hx, sizeof(float) * TB * in, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dy, sizeof(float) * TB * n_out));
+    CK(cudaMalloc(&dy2, sizeof(float) * TB * n_out));
+    float *y1[MMV_MAX_T], *yt = (float *)malloc(sizeof(float) * TB * n_out);
+    float *y2 = (float *)malloc(sizeof(float) * TB * n_out);
+    for (int t = 0; t < TB; t++) y1[t] = (float *)malloc(sizeof(float) * n_out);
+    float *yp1 = (float *)malloc(sizeof(float) * n_out);
+    for (int kind = 1; kind <= 3; kind++) {
+        const int pd = kind == 1 ? MMV_PD : kind == 2 ? 2 : 4;
+        job j = {kind, TY, dw, rb, in, n_out, 1, dx, dy, 0};
+        /* T = 1 per token */
+        for (int t = 0; t < TB; t++) {
+            j.x = dx + t * in;
+            CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
+            run_job<TY>(j);
+            CK(cudaDeviceSynchronize());
+            get(y1[t], dy, n_out);
+        }
+        j.x = dx;
+        double md = 0;
+        for (int64_t o = 0; o < n_out; o++) {
+            double d = fabs((double)y1[0][o] - ref[o]);
+            if (!(d <= md)) md = d;
+        }
+        double err = md / mref;
+        int inv = 1;
+        const int Ts[3] = {4, 8, 15};
+        for (int k = 0; k < 3; k++) {
+            j.T = Ts[k];
+            CK(cudaMemset(dy, 0xFF, sizeof(float) * TB * n_out));
+            run_job<TY>(j);
+            CK(cudaDeviceSynchronize());
+            get(yt, dy, (size_t)Ts[k] * n_out);
+            for (int t = 0; t < Ts[k]; t++) inv &= !memcmp(yt + t * n_out, y1[t], sizeof(float) * n_out);
+        }
+        j.T = 1;
+        int samepd = 1;
+        if (kind == 1)
+            memcpy(yp1, y1[0], sizeof(float) * n_out);
+        else
+            samepd = !memcmp(yp1, y1[0], sizeof(float) * n_out);
+        /* multi (weight 2 = W from row 7) and swiglu (gate = W, up = W from row 3), T = 8 */
+        int multi_ok = 1, swi_ok = 1;
+        if (kind == 1) {
+            const int T = 8;
+            mmv_args a;
+            memset(&a, 0, sizeof a);
+            a.W[0] = dw, a.n_out[0] = n_out, a.y[0] = dy;
+            a.W[1] = dw + 7 * rb, a.n_out[1] = n_out - 7, a.y[1] = dy2;
+            a.row_bytes = rb, a.in = in, a.T = T, a.x = dx;
+            mmv_blocks(&a, 2);
+            mmv_launch(a, 0);
+            CK(cudaDeviceSynchronize());
+            get(yt, dy, (size_t)T * n_out);
+            get(y2, dy2, (size_t)T * (n_out - 7));
+            for (int t = 0; t < T; t++) {
+                multi_ok &= !memcmp(yt + t * n_out, y1[t], sizeof(float) * n_out);
+                multi_ok &= !memcmp(y2 + t * (n_out - 7), y1[t] + 7, sizeof(float) * (n_out - 7));
+            }
+            memset(&a, 0, sizeof a);
+            a.W[0] = dw, a.W[1] = dw + 3 * rb, a.n_out[0] = a.n_out[1] = n_out - 3, a.y[0] = dy;
+            a.row_bytes = rb, a.in = in, a.T = T, a.x = dx, a.swiglu = 1;
+            mmv_blocks(&a, 1);
+            mmv_launch(a, 0);
+            CK(cudaDeviceSynchronize());
+            get(yt, dy, (size_t)T * (n_out - 3));
+            for (int t = 0; t < T; t++)
+                for (int64_t o = 0; o < n_out - 3; o++) {
+                    float g = y1[t][o], u = y1[t][o + 3];
+                    float want = g / (1.0f + expf(-g)) * u;
+                    if (!(fabsf(yt[t * (n_out - 3) + o] - want) <= 1e-6f * (fabsf(want) + 1e-3f))) swi_ok = 0;
+                }
+        }
+        int ok = err <= 1e-5 && inv && samepd && multi_ok && swi_ok;
+        if (!ok) g_fail++;
+        double us[3];
+        const int tt[3] = {1, 4, 8};
+        for (int k = 0; k < 3; k++) {
+            j.T = tt[k];
+            us[k] = time_us<TY>(j);
+        }
+        printf("MMV %-7s PD%d  T=1 %6.1f us %4.0f%%  T=4 %6.1f us %4.0f%%  T=8 %6.1f us %4.0f%%  err %.2e inv %s pd %s "
+               "multi %s swiglu %s %s\n",
+               name, pd, us[0], 100 * wb / (us[0] * 1e-6) / 1e9 / g_copy, us[1],
+               100 * wb / (us[1] * 1e-6) / 1e9 / g_copy, us[2], 100 * wb / (us[2] * 1e-6) / 1e9 / g_copy, err,
+               inv ? "yes" : "NO", samepd ? "yes" : "NO", multi_ok ? "yes" : "NO", swi_ok ? "yes" : "NO",
+               ok ? "ok" : "FAIL");
+        fflush(stdout);
+        if (kind != 1) continue;
+        printf("MMV %-7s PD%d  K split (timing only, T=1):", name, pd);
+        for (int ks = 1; ks <= MMV_KS_MAX; ks *= 2) {
+            j.T = 1, j.ks = ks;
+            double u = time_us<TY>(j);
+            printf("  ks%d %5.1f us %3.0f%%", ks, u, 100 * wb / (u * 1e-6) / 1e9 / g_copy);
+        }
+        j.ks = 0;
+        printf("\n");
+    }
+    {
+        job j = {0, TY, dw, rb, in, n_out, 1, dx, dy, 0};
+        double u1 = time_us<TY>(j);
+        j.T = 8;
+        double u8 = time_us<TY>(j);
+        printf("MMV %-7s OLD  T=1 %6.1f us %4.0f%%  T=8 %6.1f us %4.0f%%\n", name, u1,
+               100 * wb / (u1 * 1e-6) / 1e9 / g_copy, u8, 100 * wb / (u8 * 1e-6) / 1e9 / g_copy);
+    }
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2);
+    free(hw), free(hx), free(ref), free(yt), free(y2), free(yp1);
+    for (int t = 0; t < TB; t++) free(y1[t]);
+}
+
+int main(int argc, char **argv) {
+    int64_t in = argc > 2 ? atoll(argv[1]) : 4096, n_out = argc > 2 ? atoll(argv[2]) : 12288;
+    CK(cudaMalloc(&flush_buf, flush_bytes));
+    g_copy = copy_gbs();
+    printf("mmv_lab: {%lld, %lld}; device-to-device copy %.0f GB/s (read + write)\n", (long long)in, (long long)n_out,
+           g_copy);
+    run_type<MEMRA_TYPE_Q4_K>(in, n_out);
+    printf("mmv_lab: %d failed\n", g_fail);
+    return g_fail ? 1 : 0;
+}
