@@ -11,7 +11,9 @@
  * elements; NaN/Inf in a GPU output never passes, and every GPU output is
  * poisoned with 0xFF bytes (NaN) before the op so an unwritten element fails.
  * Matmul also checks batch invariance: row t of a T-token product must be
- * memcmp-equal to the same row computed with T = 1. Prints a summary table
+ * memcmp-equal to the same row computed with T = 1; so do the fused ops of
+ * the forward pass (matmul_multi and matmul_swiglu on its projection groups,
+ * qk_norm_rope_store, gdn) and rmsnorm. Prints a summary table
  * (full rows go to --log) and exits 1 on any failure.
  *
  *   memra gate model ...   (cli/gate_model.c)
@@ -552,6 +554,31 @@ static int gate_small_ops(gate *g, const gate_model *m) {
         GTRY(g, g->gpu->ops->rmsnorm(g->gpu, q.d, 512, &hn.g, q.d, 512, 256, rows, 1e-6f));
         e = cmp_dev(g, q.h, q.d, q.n);
         gate_row(g, 1, "rmsnorm", m->name, "heads in place", "F32", (long)T, e, 1e-5, passes(e, 1e-5), "");
+        /* batch invariance: row 3 alone gets the bits it got among 7 rows */
+        {
+            float *yr = malloc(y.n * 4), *r1 = malloc((size_t)H * 4), *d1 = galloc(g, (size_t)H * 4);
+            if (!yr || !r1 || !d1) return -1;
+            GTRY(g, gdown(g, yr, y.d, y.n * 4));
+            GTRY(g, gpoison(g, d1, (size_t)H * 4));
+            GTRY(g, g->gpu->ops->rmsnorm(g->gpu, x.d + 3 * stride, stride, &w.g, d1, H, H, 1, 1e-6f));
+            GTRY(g, gdown(g, r1, d1, (size_t)H * 4));
+            int ok = all_finite(r1, (size_t)H) && !memcmp(r1, yr + 3 * stride, (size_t)H * 4);
+            gate_row(g, 1, "rmsnorm-inv", m->name, "1 row vs row 3 of 7", "F32", 1, ok ? 0.0 : 1.0, 0, ok, "memcmp");
+            free(yr), free(r1);
+            g->gpu->ops->free(g->gpu, d1);
+        }
+        /* input rows at an odd stride: the scalar (not 16-byte aligned) path */
+        {
+            int64_t os = H + 1;
+            buf xo, yo;
+            if (buf_make(g, &xo, (size_t)(T * os), -2.0f, 2.0f) || buf_make(g, &yo, (size_t)(T * H), 0, 0)) return -1;
+            GTRY(g, gpoison(g, yo.d, yo.n * 4));
+            GTRY(g, g->cpu->ops->rmsnorm(g->cpu, xo.h, os, &w.c, yo.h, H, H, T, 1e-6f));
+            GTRY(g, g->gpu->ops->rmsnorm(g->gpu, xo.d, os, &w.g, yo.d, H, H, T, 1e-6f));
+            e = cmp_dev(g, yo.h, yo.d, yo.n);
+            gate_row(g, 1, "rmsnorm", m->name, "rows, stride H+1", "F32", (long)T, e, 1e-5, passes(e, 1e-5), "");
+            buf_free(g, &xo), buf_free(g, &yo);
+        }
         buf_free(g, &q);
         buf_free(g, &x);
         buf_free(g, &y);
@@ -676,6 +703,223 @@ static int gate_attention(gate *g, const gate_model *m) {
     return 0;
 }
 
+/* ------------------------------------------------- qk_norm_rope_store */
+
+/* The head work of an attention layer (q/k norms, RoPE, KV store) at the
+ * model's head counts, hd 256, n_rot 64, on the batch of gate_attention. */
+static int gate_qk_norm_rope(gate *g, const gate_model *m) {
+    const int32_t n_ctx = 4096, hd = 256, n_rot = 64;
+    const float theta = 1e7f, eps = 1e-6f;
+    int64_t kv_dim = (int64_t)m->n_kv * hd, qs = 2 * hd, qt = (int64_t)m->n_head * qs, T = 6;
+    int32_t len[3] = {1, 3, 2}, pos0[3] = {0, 297, 3998}, slots[3] = {1, 0, 2};
+    bpair b;
+    if (bpair_make(g, &b, 3, len, pos0, slots, 100)) return -1;
+    wpair qn, kn;
+    if (wvec_make(g, &qn, "attn_q_norm", hd, 1, 0.5f, 1.5f) || wvec_make(g, &kn, "attn_k_norm", hd, 1, 0.5f, 1.5f))
+        return -1;
+    buf q, k, v, kc, vc;
+    size_t cn = (size_t)3 * n_ctx * kv_dim;
+    if (buf_make(g, &q, (size_t)(T * qt), -2, 2) || buf_make(g, &k, (size_t)(T * kv_dim), -2, 2) ||
+        buf_make(g, &v, (size_t)(T * kv_dim), -1, 1) || buf_make(g, &kc, cn, 0, 0) || buf_make(g, &vc, cn, 0, 0))
+        return -1;
+    float *q0 = malloc(q.n * 4), *k0 = malloc(k.n * 4), *gk = malloc(cn * 4), *gv = malloc(cn * 4);
+    if (!q0 || !k0 || !gk || !gv) return -1;
+    memcpy(q0, q.h, q.n * 4), memcpy(k0, k.h, k.n * 4);
+    /* the caches are outputs: poisoned; only the stored rows are compared */
+    GTRY(g, gpoison(g, kc.d, cn * 4));
+    GTRY(g, gpoison(g, vc.d, cn * 4));
+    GTRY(g, g->cpu->ops->qk_norm_rope_store(g->cpu, &b.c, q.h, qt, qs, m->n_head, k.h, v.h, m->n_kv, hd, &qn.c, &kn.c,
+                                            eps, n_rot, theta, kc.h, vc.h, n_ctx));
+    GTRY(g, g->gpu->ops->qk_norm_rope_store(g->gpu, &b.g, q.d, qt, qs, m->n_head, k.d, v.d, m->n_kv, hd, &qn.g, &kn.g,
+                                            eps, n_rot, theta, kc.d, vc.d, n_ctx));
+    float *gq = malloc(q.n * 4), *gkk = malloc(k.n * 4);
+    if (!gq || !gkk) return -1;
+    GTRY(g, gdown(g, gq, q.d, q.n * 4));
+    GTRY(g, gdown(g, gkk, k.d, k.n * 4));
+    GTRY(g, gdown(g, gk, kc.d, cn * 4));
+    GTRY(g, gdown(g, gv, vc.d, cn * 4));
+    double eq = rel_err(q.h, gq, q.n), ek = rel_err(k.h, gkk, k.n), ekc = 0.0, evc = 0.0;
+    for (int64_t t = 0; t < T; t++) {
+        int s = b.c.tok_seq[t];
+        size_t row = ((size_t)b.c.slot[s] * n_ctx + (size_t)b.c.pos[t]) * (size_t)kv_dim;
+        double e1 = rel_err(kc.h + row, gk + row, (size_t)kv_dim), e2 = rel_err(vc.h + row, gv + row, (size_t)kv_dim);
+        if (isnan(e1) || e1 > ekc) ekc = e1;
+        if (isnan(e2) || e2 > evc) evc = e2;
+    }
+    char shape[64];
+    snprintf(shape, sizeof shape, "h %d/%d hd 256 rot 64", m->n_head, m->n_kv);
+    gate_row(g, 1, "qk_norm_rope q", m->name, shape, "F32", (long)T, eq, 1e-5, passes(eq, 1e-5), "q + gate rows");
+    gate_row(g, 1, "qk_norm_rope k", m->name, shape, "F32", (long)T, ek, 1e-5, passes(ek, 1e-5), "");
+    gate_row(g, 1, "qk_norm_rope kc", m->name, shape, "F32", (long)T, ekc, 1e-5, passes(ekc, 1e-5), "stored rows");
+    gate_row(g, 1, "qk_norm_rope vc", m->name, shape, "F32", (long)T, evc, 0, passes(evc, 0), "stored rows");
+    /* batch invariance: the last token (slot 2, pos 3999) alone */
+    {
+        bpair b1;
+        int32_t l1 = 1, p1 = 3999, s1 = 2;
+        if (bpair_make(g, &b1, 1, &l1, &p1, &s1, 100)) return -1;
+        buf q1, k1;
+        if (buf_make(g, &q1, (size_t)qt, 0, 0) || buf_make(g, &k1, (size_t)kv_dim, 0, 0)) return -1;
+        GTRY(g, g->gpu->ops->upload(g->gpu, q1.d, q0 + 5 * qt, (size_t)qt * 4));
+        GTRY(g, g->gpu->ops->upload(g->gpu, k1.d, k0 + 5 * kv_dim, (size_t)kv_dim * 4));
+        GTRY(g, g->gpu->ops->qk_norm_rope_store(g->gpu, &b1.g, q1.d, qt, qs, m->n_head, k1.d, v.d + 5 * kv_dim,
+                                                m->n_kv, hd, &qn.g, &kn.g, eps, n_rot, theta, kc.d, vc.d, n_ctx));
+        GTRY(g, gdown(g, q1.h, q1.d, (size_t)qt * 4));
+        GTRY(g, gdown(g, k1.h, k1.d, (size_t)kv_dim * 4));
+        int ok = !memcmp(q1.h, gq + 5 * qt, (size_t)qt * 4) && !memcmp(k1.h, gkk + 5 * kv_dim, (size_t)kv_dim * 4);
+        gate_row(g, 1, "qk_norm_rope-inv", m->name, "T=1 vs T=6 row", "F32", 1, ok ? 0.0 : 1.0, 0, ok, "memcmp q, k");
+        buf_free(g, &q1), buf_free(g, &k1);
+        bpair_free(g, &b1);
+    }
+    free(q0), free(k0), free(gk), free(gv), free(gq), free(gkk);
+    buf_free(g, &q), buf_free(g, &k), buf_free(g, &v), buf_free(g, &kc), buf_free(g, &vc);
+    wpair_free(g, &qn), wpair_free(g, &kn);
+    bpair_free(g, &b);
+    return 0;
+}
+
+/* ------------------------------------------- matmul_multi, matmul_swiglu */
+
+/* Rows [r0, r0 + R) of a weight, as the CPU sees it. */
+static memra_weight wrows(const wpair *w, int64_t r0, int64_t R) {
+    memra_weight v = w->c;
+    v.ne[1] = R;
+    v.host = v.data = w->host + (size_t)r0 * w->c.row_bytes;
+    v.nbytes = (uint64_t)R * w->c.row_bytes;
+    return v;
+}
+
+#define FUSED_TMAX 37
+
+/* One fused matvec case: n weights sharing x (matmul_multi), or gate and up
+ * (swiglu = 1: matmul_swiglu, one output). T = 1 and 7 on the matvec path
+ * (tol 1e-5), T = 37 on the prefill path (tol 1e-3, as matmul); every output
+ * poisoned before the op; 3 slices of 16 rows per output checked against
+ * the CPU op on row views; at T = 7 the last row must equal a T = 1 run
+ * (memcmp). */
+static int gate_fused_case(gate *g, const gate_model *m, const char *op, const char *label, int n,
+                           const mm_shape *s, uint32_t type, int swiglu) {
+    wpair w[4];
+    const memra_weight *wg[4];
+    int n_out = swiglu ? 1 : n;
+    float *hy[4] = {0}, *dy[4] = {0}, *dy1[4] = {0}, *y1 = NULL, *ref = NULL, *x = NULL, *dx = NULL;
+    int rc = -1;
+    for (int i = 0; i < n; i++) {
+        if (wpair_make(g, &w[i], s[i].name, type, s[i].in, s[i].out, 1)) return -1;
+        wg[i] = &w[i].g;
+    }
+    int64_t in = s[0].in;
+    x = malloc((size_t)(FUSED_TMAX * in) * 4);
+    ref = malloc((size_t)(FUSED_TMAX * 16) * 4);
+    dx = galloc(g, (size_t)(FUSED_TMAX * in) * 4);
+    if (!x || !ref || !dx) goto done;
+    for (int i = 0; i < n_out; i++) {
+        hy[i] = malloc((size_t)(FUSED_TMAX * s[i].out) * 4);
+        dy[i] = galloc(g, (size_t)(FUSED_TMAX * s[i].out) * 4);
+        dy1[i] = galloc(g, (size_t)s[i].out * 4);
+        if (!hy[i] || !dy[i] || !dy1[i]) goto done;
+    }
+    int64_t max_out = 0;
+    for (int i = 0; i < n_out; i++) max_out = s[i].out > max_out ? s[i].out : max_out;
+    y1 = malloc((size_t)max_out * 4);
+    if (!y1) goto done;
+    rnd_fill(g, x, (size_t)(FUSED_TMAX * in), -1.0f, 1.0f);
+    if (g->gpu->ops->upload(g->gpu, dx, x, (size_t)(FUSED_TMAX * in) * 4)) goto done;
+    static const int64_t Ts[] = {1, 7, FUSED_TMAX};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        int64_t T = Ts[ti];
+        if (T == FUSED_TMAX && (g->quick || type != MEMRA_TYPE_Q4_K)) continue;
+        for (int i = 0; i < n_out; i++)
+            if (gpoison(g, dy[i], (size_t)(T * s[i].out) * 4)) goto done;
+        memra_status st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx, dy[0], T)
+                                 : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy, dx, T);
+        if (st) {
+            gate_row(g, 1, op, m->name, label, memra_type_name(type), (long)T, NAN, 0, 0, gpu_msg(g));
+            continue;
+        }
+        double e = 0.0;
+        for (int i = 0; i < n_out; i++) {
+            if (gdown(g, hy[i], dy[i], (size_t)(T * s[i].out) * 4)) goto done;
+            if (!all_finite(hy[i], (size_t)(T * s[i].out))) e = NAN;
+            int64_t out = s[i].out, R = out < 16 ? out : 16;
+            int64_t starts[3] = {0, (int64_t)(rnd_u64(g) % (uint64_t)(out - R + 1)), out - R};
+            for (int k = 0; k < 3 && !isnan(e); k++) {
+                memra_weight a = wrows(&w[i], starts[k], R), b2;
+                memra_status cs;
+                if (swiglu) {
+                    b2 = wrows(&w[1], starts[k], R);
+                    cs = g->cpu->ops->matmul_swiglu(g->cpu, &a, &b2, x, ref, T);
+                } else {
+                    cs = g->cpu->ops->matmul(g->cpu, &a, x, ref, T, 0);
+                }
+                if (cs) goto done;
+                for (int64_t t = 0; t < T && !isnan(e); t++) {
+                    double et = rel_err(ref + t * R, hy[i] + t * out + starts[k], (size_t)R);
+                    if (isnan(et) || et > e) e = et;
+                }
+            }
+        }
+        const char *note = T >= GATE_TC_MIN_T ? "prefill path" : "";
+        int inv_ok = 1;
+        if (T == 7) {
+            for (int i = 0; i < n_out; i++)
+                if (gpoison(g, dy1[i], (size_t)s[i].out * 4)) goto done;
+            st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx + 6 * in, dy1[0], 1)
+                        : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy1, dx + 6 * in, 1);
+            if (st) goto done;
+            for (int i = 0; i < n_out; i++) {
+                if (gdown(g, y1, dy1[i], (size_t)s[i].out * 4)) goto done;
+                if (memcmp(y1, hy[i] + 6 * s[i].out, (size_t)s[i].out * 4)) inv_ok = 0;
+            }
+            note = inv_ok ? "T=1 == row 6 (memcmp)" : "batch-variant";
+        }
+        double tol = T >= GATE_TC_MIN_T ? 1e-3 : 1e-5;
+        gate_row(g, T == 1 || !inv_ok, op, m->name, label, memra_type_name(type), (long)T, e, tol,
+                 passes(e, tol) && inv_ok, note);
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < n_out; i++) {
+        free(hy[i]);
+        if (dy[i]) g->gpu->ops->free(g->gpu, dy[i]);
+        if (dy1[i]) g->gpu->ops->free(g->gpu, dy1[i]);
+    }
+    free(x), free(ref), free(y1);
+    if (dx) g->gpu->ops->free(g->gpu, dx);
+    for (int i = 0; i < n; i++) wpair_free(g, &w[i]);
+    return rc;
+}
+
+/* The projection groups of the forward pass: GDN in (qkv, z, beta, alpha),
+ * attention q (with gate), k, v at hd 256, the FFN's gate and up (the
+ * shared expert's on MoE) through matmul_multi, and gate/up through
+ * matmul_swiglu where the backend has it. */
+static int gate_fused_matmul(gate *g, const gate_model *m) {
+    int64_t H = m->H, n_ff = m->n_ff ? m->n_ff : m->n_ff_exp;
+    const mm_shape gdn[4] = {{"attn_qkv", H, 2 * (int64_t)m->n_k * 128 + (int64_t)m->n_v * 128},
+                             {"attn_gate", H, (int64_t)m->n_v * 128},
+                             {"ssm_beta", H, m->n_v},
+                             {"ssm_alpha", H, m->n_v}};
+    const mm_shape att[3] = {{"attn_q", H, 2 * (int64_t)m->n_head * 256},
+                             {"attn_k", H, (int64_t)m->n_kv * 256},
+                             {"attn_v", H, (int64_t)m->n_kv * 256}};
+    const mm_shape ffn[2] = {{"ffn_gate", H, n_ff}, {"ffn_up", H, n_ff}};
+    static const uint32_t types[] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q8_0, MEMRA_TYPE_BF16};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        if (g->quick && k > 0) break;
+        if (gate_fused_case(g, m, "matmul_multi", "gdn qkv,z,beta,alpha", 4, gdn, types[k], 0) ||
+            gate_fused_case(g, m, "matmul_multi", "attn q,k,v", 3, att, types[k], 0) ||
+            gate_fused_case(g, m, "matmul_multi", "ffn gate,up", 2, ffn, types[k], 0))
+            return -1;
+        if (g->gpu->ops->matmul_swiglu &&
+            gate_fused_case(g, m, "matmul_swiglu", "ffn gate,up", 2, ffn, types[k], 1))
+            return -1;
+    }
+    if (!g->gpu->ops->matmul_swiglu)
+        printf("%-14s %-8s not in the CUDA ops table: not gated (the forward pass runs matmul_multi + swiglu)\n",
+               "matmul_swiglu", m->name);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ gdn */
 
 /* One GDN layer of model m with head sizes dk x dv (128 x 128 in the real
@@ -701,11 +945,44 @@ static int gate_gdn(gate *g, const gate_model *m, int dk, int dv) {
         buf_make(g, &br, (size_t)(T * m->n_v), -2, 2) || buf_make(g, &ar, (size_t)(T * m->n_v), -2, 2) ||
         buf_make(g, &out, (size_t)(T * vdim), 0, 0))
         return -1;
-    GTRY(g, gpoison(g, out.d, out.n * 4));
+    /* slot 2's states before each pass (for the T = 1 replay of its token) */
+    size_t cs2 = (size_t)(conv_dim * (dc - 1)), ss2 = (size_t)m->n_v * dv * dk;
+    float *c0 = malloc(cs2 * 4), *s0 = malloc(ss2 * 4), *c1 = malloc(cs2 * 4), *s1 = malloc(ss2 * 4);
+    float *o1 = malloc((size_t)vdim * 4), *ob = malloc(out.n * 4);
+    if (!c0 || !s0 || !c1 || !s1 || !o1 || !ob) return -1;
     for (int tiled = 1; tiled >= 0; tiled--) {
         pc.kv_tiled = pg.kv_tiled = tiled;
+        GTRY(g, gdown(g, c0, cs.d + 2 * cs2, cs2 * 4));
+        GTRY(g, gdown(g, s0, ss.d + 2 * ss2, ss2 * 4));
+        GTRY(g, gpoison(g, out.d, out.n * 4));
         GTRY(g, g->cpu->ops->gdn(g->cpu, &b.c, &pc, cs.h, ss.h, mixed.h, z.h, br.h, ar.h, out.h));
         GTRY(g, g->gpu->ops->gdn(g->gpu, &b.g, &pg, cs.d, ss.d, mixed.d, z.d, br.d, ar.d, out.d));
+        /* batch invariance: token 0 (slot 2, alone in its sequence) run again with T = 1 from slot 2's old
+         * states gives the same output row and the same new states (memcmp) */
+        {
+            GTRY(g, gdown(g, ob, out.d, out.n * 4));
+            GTRY(g, gdown(g, c1, cs.d + 2 * cs2, cs2 * 4));
+            GTRY(g, gdown(g, s1, ss.d + 2 * ss2, ss2 * 4));
+            GTRY(g, g->gpu->ops->upload(g->gpu, cs.d + 2 * cs2, c0, cs2 * 4));
+            GTRY(g, g->gpu->ops->upload(g->gpu, ss.d + 2 * ss2, s0, ss2 * 4));
+            bpair b1;
+            int32_t l1 = 1, p1 = 40, sl1 = 2;
+            if (bpair_make(g, &b1, 1, &l1, &p1, &sl1, 100)) return -1;
+            buf o;
+            if (buf_make(g, &o, (size_t)vdim, 0, 0)) return -1;
+            GTRY(g, gpoison(g, o.d, o.n * 4));
+            GTRY(g, g->gpu->ops->gdn(g->gpu, &b1.g, &pg, cs.d, ss.d, mixed.d, z.d, br.d, ar.d, o.d));
+            GTRY(g, gdown(g, o1, o.d, o.n * 4));
+            int ok = all_finite(o1, (size_t)vdim) && !memcmp(o1, ob, (size_t)vdim * 4);
+            GTRY(g, gdown(g, c0, cs.d + 2 * cs2, cs2 * 4));
+            GTRY(g, gdown(g, s0, ss.d + 2 * ss2, ss2 * 4));
+            ok = ok && !memcmp(c0, c1, cs2 * 4) && !memcmp(s0, s1, ss2 * 4);
+            char sh[64];
+            snprintf(sh, sizeof sh, "d %d/%d %s", dk, dv, tiled ? "tiled" : "grouped");
+            gate_row(g, 1, "gdn-inv", m->name, sh, "F32", 1, ok ? 0.0 : 1.0, 0, ok, "T=1 vs row 0 of T=6, memcmp");
+            buf_free(g, &o);
+            bpair_free(g, &b1);
+        }
         double e = cmp_dev(g, out.h, out.d, out.n);
         double ec = cmp_dev(g, cs.h, cs.d, cs.n), es = cmp_dev(g, ss.h, ss.d, ss.n);
         char shape[64];
@@ -718,6 +995,7 @@ static int gate_gdn(gate *g, const gate_model *m, int dk, int dv) {
         gate_row(g, 1, "gdn ssm_state", m->name, shape, "F32", (long)T, es, 1e-5, passes(es, 1e-5), "");
         /* the second pass continues from the states the first left (both sides) */
     }
+    free(c0), free(s0), free(c1), free(s1), free(o1), free(ob);
     buf_free(g, &cs), buf_free(g, &ss), buf_free(g, &mixed), buf_free(g, &z), buf_free(g, &br), buf_free(g, &ar);
     buf_free(g, &out);
     wpair_free(g, &conv), wpair_free(g, &dt), wpair_free(g, &a), wpair_free(g, &nw);
@@ -727,12 +1005,74 @@ static int gate_gdn(gate *g, const gate_model *m, int dk, int dv) {
 
 /* ------------------------------------------------------------------ moe */
 
+/* moe_block on both backends. The update is compared from a zero residual
+ * (a residual of 1 would hide its last bits in the sum); a second GPU run
+ * from a random residual must give residual + update within rounding, and
+ * with T > 1 each token alone must give its row's bits (memcmp). */
+static int gate_moe_block(gate *g, const gate_model *m, const memra_moe_params *pc, const memra_moe_params *pg,
+                          int64_t T, const char *type, const char *note, const buf *lg, const buf *x, const buf *w,
+                          buf *out, int32_t *dids, void *sc, void *sd, size_t sb) {
+    int64_t H = m->H, E = m->n_expert, K = m->n_used, n = T * H;
+    buf res, sg, one;
+    if (buf_make(g, &res, (size_t)n, -1, 1) || buf_make(g, &sg, (size_t)T, -3, 3) ||
+        buf_make(g, &one, (size_t)H, 0, 0))
+        return -1;
+    int32_t *ids_c = malloc((size_t)(T * K) * 4), *ids_g = malloc((size_t)(T * K) * 4);
+    float *uc = calloc((size_t)n, 4), *ug = malloc((size_t)n * 4), *og = malloc((size_t)n * 4);
+    float *o1 = malloc((size_t)H * 4);
+    if (!ids_c || !ids_g || !uc || !ug || !og || !o1) return -1;
+    GTRY(g, g->gpu->ops->zero(g->gpu, out->d, (size_t)n * 4));
+    GTRY(g, gpoison(g, dids, (size_t)(T * K) * 4));
+    GTRY(g, gpoison(g, w->d, (size_t)(T * K) * 4));
+    GTRY(g, gpoison(g, sd, sb));
+    GTRY(g, g->cpu->ops->moe_block(g->cpu, pc, lg->h, x->h, sg.h, 1, uc, T, ids_c, w->h, sc));
+    GTRY(g, g->gpu->ops->moe_block(g->gpu, pg, lg->d, x->d, sg.d, 1, out->d, T, dids, w->d, sd));
+    GTRY(g, gdown(g, ug, out->d, (size_t)n * 4));
+    GTRY(g, gdown(g, ids_g, dids, (size_t)(T * K) * 4));
+    int ids_ok = !memcmp(ids_c, ids_g, (size_t)(T * K) * 4);
+    double ew = cmp_dev(g, w->h, w->d, (size_t)(T * K)), e = rel_err(uc, ug, (size_t)n);
+    char nt[96];
+    snprintf(nt, sizeof nt, "w %.1e%s%s%s", ew, ids_ok ? "" : "; ids differ", *note ? "; " : "", note);
+    gate_row(g, 1, "moe_block", m->name, "E 256 K 8 F 512 Fs 512", type, (long)T, e, 1e-5,
+             ids_ok && passes(ew, 1e-6) && passes(e, 1e-5), nt);
+    /* from a random residual: residual + update, up to the rounding of the two additions */
+    GTRY(g, g->gpu->ops->upload(g->gpu, out->d, res.h, (size_t)n * 4));
+    GTRY(g, gpoison(g, sd, sb));
+    GTRY(g, g->gpu->ops->moe_block(g->gpu, pg, lg->d, x->d, sg.d, 1, out->d, T, dids, w->d, sd));
+    GTRY(g, gdown(g, og, out->d, (size_t)n * 4));
+    double md = 0.0, mm = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = isfinite(og[i]) ? fabs((double)og[i] - (double)res.h[i] - (double)ug[i]) : INFINITY;
+        if (d > md) md = d;
+        mm = fmax(mm, fabs((double)res.h[i]) + fabs((double)ug[i]));
+    }
+    double er = md / mm;
+    gate_row(g, 1, "moe_block-res", m->name, "x + update", type, (long)T, er, 1e-6, passes(er, 1e-6), "");
+    if (T > 1) {
+        int inv = 1;
+        for (int64_t t = 0; t < T && inv; t++) {
+            GTRY(g, g->gpu->ops->upload(g->gpu, one.d, res.h + t * H, (size_t)H * 4));
+            GTRY(g, g->gpu->ops->moe_block(g->gpu, pg, lg->d + t * E, x->d + t * H, sg.d + t, 1, one.d, 1, dids, w->d,
+                                           sd));
+            GTRY(g, gdown(g, o1, one.d, (size_t)H * 4));
+            inv = all_finite(o1, (size_t)H) && !memcmp(o1, og + t * H, (size_t)H * 4);
+        }
+        gate_row(g, 1, "moe_block-inv", m->name, "T=1 vs each row", type, (long)T, inv ? 0.0 : 1.0, 0, inv, "memcmp");
+    }
+    free(ids_c), free(ids_g), free(uc), free(ug), free(og), free(o1);
+    buf_free(g, &res), buf_free(g, &sg), buf_free(g, &one);
+    return 0;
+}
+
 static int gate_moe(gate *g, const gate_model *m) {
     if (!m->n_expert) return 0;
-    int64_t H = m->H, F = m->n_ff_exp, E = m->n_expert, K = m->n_used;
+    /* the shared expert of 35B-A3B is as wide as one routed expert */
+    int64_t H = m->H, F = m->n_ff_exp, Fs = m->n_ff_exp, E = m->n_expert, K = m->n_used;
     static const int64_t Ts[] = {1, 7};
-    static const uint32_t mt[] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q8_0, MEMRA_TYPE_MXFP4, MEMRA_TYPE_IQ4_XS,
-                                  MEMRA_TYPE_Q6_K};
+    /* {gate/up type, down type}: Q4_K_M files pair Q4_K with Q6_K downs in some layers */
+    static const uint32_t mt[][2] = {{MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K},  {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K},
+                                     {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0},  {MEMRA_TYPE_MXFP4, MEMRA_TYPE_MXFP4},
+                                     {MEMRA_TYPE_IQ4_XS, MEMRA_TYPE_IQ4_XS}, {MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K}};
     const int64_t Tmax = 7;
     buf lg, x, w, out;
     if (buf_make(g, &lg, (size_t)(Tmax * E), -4, 4) || buf_make(g, &x, (size_t)(Tmax * H), -1, 1) ||
@@ -741,16 +1081,22 @@ static int gate_moe(gate *g, const gate_model *m) {
     int32_t *ids_c = malloc((size_t)(Tmax * K) * 4), *ids_g = malloc((size_t)(Tmax * K) * 4);
     int32_t *dids = galloc(g, (size_t)(Tmax * K) * 4);
     size_t sb = memra_moe_scratch_bytes(F, (int32_t)K, Tmax);
+    size_t sbb = memra_moe_block_scratch_bytes(F, (int32_t)K, Fs, Tmax);
+    if (sbb > sb) sb = sbb;
     void *sc = malloc(sb), *sd = galloc(g, sb);
     if (!ids_c || !ids_g || !dids || !sc || !sd) return -1;
     for (size_t k = 0; k < sizeof mt / sizeof mt[0]; k++) {
         if (g->quick && k > 0) break;
-        wpair gw, uw, dw;
-        if (wpair_make(g, &gw, "ffn_gate_exps", mt[k], H, F, E) || wpair_make(g, &uw, "ffn_up_exps", mt[k], H, F, E) ||
-            wpair_make(g, &dw, "ffn_down_exps", mt[k], F, H, E))
+        uint32_t tgu = mt[k][0], td = mt[k][1];
+        wpair gw, uw, dw, sgw, suw, sdw;
+        if (wpair_make(g, &gw, "ffn_gate_exps", tgu, H, F, E) || wpair_make(g, &uw, "ffn_up_exps", tgu, H, F, E) ||
+            wpair_make(g, &dw, "ffn_down_exps", td, F, H, E) || wpair_make(g, &sgw, "ffn_gate_shexp", tgu, H, Fs, 1) ||
+            wpair_make(g, &suw, "ffn_up_shexp", tgu, H, Fs, 1) || wpair_make(g, &sdw, "ffn_down_shexp", td, Fs, H, 1))
             return -1;
-        memra_moe_params pc = {&gw.c, &uw.c, &dw.c, (int32_t)E, (int32_t)K};
-        memra_moe_params pg = {&gw.g, &uw.g, &dw.g, (int32_t)E, (int32_t)K};
+        memra_moe_params pc = {&gw.c, &uw.c, &dw.c, (int32_t)E, (int32_t)K, &sgw.c, &suw.c, &sdw.c};
+        memra_moe_params pg = {&gw.g, &uw.g, &dw.g, (int32_t)E, (int32_t)K, &sgw.g, &suw.g, &sdw.g};
+        char note[32] = "";
+        if (td != tgu) snprintf(note, sizeof note, "down %s", memra_type_name(td));
         for (size_t ti = 0; ti < 2; ti++) {
             int64_t T = Ts[ti];
             /* fresh router logits and activations for every case */
@@ -774,10 +1120,13 @@ static int gate_moe(gate *g, const gate_model *m) {
             GTRY(g, g->cpu->ops->moe_ffn(g->cpu, &pc, x.h, ids_c, w.h, out.h, T, sc));
             GTRY(g, g->gpu->ops->moe_ffn(g->gpu, &pg, x.d, dids, w.d, out.d, T, sd));
             double ef = cmp_dev(g, out.h, out.d, (size_t)(T * H));
-            gate_row(g, 1, "moe_ffn", m->name, "H 2048 F 512 E 256", memra_type_name(mt[k]), (long)T, ef, 1e-5,
-                     passes(ef, 1e-5), "");
+            gate_row(g, 1, "moe_ffn", m->name, "H 2048 F 512 E 256", memra_type_name(tgu), (long)T, ef, 1e-5,
+                     passes(ef, 1e-5), note);
+            if (gate_moe_block(g, m, &pc, &pg, T, memra_type_name(tgu), note, &lg, &x, &w, &out, dids, sc, sd, sb))
+                return -1;
         }
         wpair_free(g, &gw), wpair_free(g, &uw), wpair_free(g, &dw);
+        wpair_free(g, &sgw), wpair_free(g, &suw), wpair_free(g, &sdw);
     }
     free(sc), free(ids_c), free(ids_g);
     g->gpu->ops->free(g->gpu, sd);
@@ -1024,6 +1373,8 @@ static int gate_kernels(int argc, char **argv) {
         any = 1;
         if (gate_small_ops(&g, m)) g.n_fail++;
         if (gate_attention(&g, m)) g.n_fail++;
+        if (gate_qk_norm_rope(&g, m)) g.n_fail++;
+        if (gate_fused_matmul(&g, m)) g.n_fail++;
         if (gate_gdn(&g, m, 128, 128)) g.n_fail++;
         if (gate_moe(&g, m)) g.n_fail++;
         gate_matmul(&g, m);

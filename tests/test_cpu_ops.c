@@ -430,7 +430,7 @@ static void test_moe(void) {
     fill(x, T * H, 1.0f);
     memra_weight G = weight(MEMRA_TYPE_F32, H, F, NE, gw), U = weight(MEMRA_TYPE_F32, H, F, NE, uw),
                  D = weight(MEMRA_TYPE_F32, F, H, NE, dw);
-    memra_moe_params mp = {&G, &U, &D, NE, NU};
+    memra_moe_params mp = {&G, &U, &D, NE, NU, NULL, NULL, NULL};
     int32_t mid[T * NU] = {2, 0, 1, 2};
     float mw[T * NU] = {0.7f, 0.3f, 0.4f, 0.6f};
     void *scratch = malloc(memra_moe_scratch_bytes(F, NU, T));
@@ -460,6 +460,57 @@ static void test_moe(void) {
     free(scratch);
 }
 
+/* moe_block against the ops it fuses (bit for bit, with and without a
+ * shared expert), a token alone against the batch, and the type rule. */
+static void test_moe_block(void) {
+    enum { T = 3, H = 32, F = 8, FS = 16, E = 6, K = 3 };
+    float gw[E * F * H], uw[E * F * H], dw[E * H * F], sgw[FS * H], suw[FS * H], sdw[H * FS];
+    float logits[T * E], xn[T * H], x0[T * H], sg[T], xr[T * H], xo[T * H], out[T * H];
+    float g[T * FS], u[T * FS], mid[T * FS], tmp[T * H], w[T * K], w2[T * K];
+    int32_t ids[T * K], ids2[T * K];
+    fill(gw, E * F * H, 0.5f), fill(uw, E * F * H, 0.5f), fill(dw, E * H * F, 0.5f);
+    fill(sgw, FS * H, 0.5f), fill(suw, FS * H, 0.5f), fill(sdw, H * FS, 0.5f);
+    fill(logits, T * E, 2.0f), fill(xn, T * H, 1.0f), fill(x0, T * H, 1.0f), fill(sg, T, 2.0f);
+    memra_weight G = weight(MEMRA_TYPE_F32, H, F, E, gw), U = weight(MEMRA_TYPE_F32, H, F, E, uw),
+                 D = weight(MEMRA_TYPE_F32, F, H, E, dw), SG = weight(MEMRA_TYPE_F32, H, FS, 1, sgw),
+                 SU = weight(MEMRA_TYPE_F32, H, FS, 1, suw), SD = weight(MEMRA_TYPE_F32, FS, H, 1, sdw);
+    void *sc = malloc(memra_moe_scratch_bytes(F, K, T)), *sb = malloc(memra_moe_block_scratch_bytes(F, K, FS, T));
+    for (int shared = 0; shared < 2; shared++) {
+        memra_moe_params p = {&G, &U, &D, E, K, shared ? &SG : NULL, shared ? &SU : NULL, shared ? &SD : NULL};
+        memcpy(xr, x0, sizeof xr);
+        CHECK(be->ops->moe_route(be, logits, T, E, K, ids, w) == MEMRA_OK, "moe_route");
+        CHECK(be->ops->moe_ffn(be, &p, xn, ids, w, out, T, sc) == MEMRA_OK, "moe_ffn");
+        CHECK(be->ops->add(be, xr, out, T * H) == MEMRA_OK, "add");
+        if (shared) {
+            CHECK(be->ops->matmul(be, &SG, xn, g, T, 0) == MEMRA_OK, "shexp gate");
+            CHECK(be->ops->matmul(be, &SU, xn, u, T, 0) == MEMRA_OK, "shexp up");
+            CHECK(be->ops->swiglu(be, g, u, mid, FS, T) == MEMRA_OK, "swiglu");
+            CHECK(be->ops->matmul(be, &SD, mid, tmp, T, 0) == MEMRA_OK, "shexp down");
+            CHECK(be->ops->add_sigmoid_scaled(be, xr, tmp, sg, 1, H, T) == MEMRA_OK, "add_sigmoid_scaled");
+        }
+        memcpy(xo, x0, sizeof xo);
+        CHECK(be->ops->moe_block(be, &p, logits, xn, sg, 1, xo, T, ids2, w2, sb) == MEMRA_OK, "moe_block");
+        CHECK(!memcmp(xo, xr, sizeof xo), "moe_block (shared %d) differs from the separate ops", shared);
+        CHECK(!memcmp(ids, ids2, sizeof ids) && !memcmp(w, w2, sizeof w), "moe_block routing differs");
+        /* the last token alone */
+        memcpy(xo, x0 + (T - 1) * H, H * sizeof(float));
+        CHECK(be->ops->moe_block(be, &p, logits + (T - 1) * E, xn + (T - 1) * H, sg + T - 1, 1, xo, 1, ids2, w2,
+                                 sb) == MEMRA_OK,
+              "moe_block T = 1");
+        CHECK(!memcmp(xo, xr + (T - 1) * H, H * sizeof(float)), "moe_block: a token alone differs from the batch");
+    }
+    memra_weight U16 = weight(MEMRA_TYPE_F16, H, F, E, uw);
+    memra_moe_params bad = {&G, &U16, &D, E, K, NULL, NULL, NULL};
+    CHECK(be->ops->moe_block(be, &bad, logits, xn, sg, 1, xo, T, ids2, w2, sb) == MEMRA_ERR_UNSUPPORTED,
+          "moe_block accepted gate and up of two types");
+    memra_weight SD16 = weight(MEMRA_TYPE_F16, FS, H, 1, sdw);
+    memra_moe_params bad2 = {&G, &U, &D, E, K, &SG, &SU, &SD16};
+    CHECK(be->ops->moe_block(be, &bad2, logits, xn, sg, 1, xo, T, ids2, w2, sb) == MEMRA_ERR_UNSUPPORTED,
+          "moe_block accepted a shared down of another type");
+    free(sc);
+    free(sb);
+}
+
 int main(void) {
     memra_error err = {{0}};
     CHECK(memra_backend_cpu_init(&be, 2, &err) == MEMRA_OK, "cpu init: %s", err.msg);
@@ -478,6 +529,7 @@ int main(void) {
     test_gdn(&b, 1);
     test_gdn(&b, 0);
     test_moe();
+    test_moe_block();
     memra_batch_free(be, &b);
     memra_backend_free(be);
     return test_finish("test_cpu_ops");

@@ -79,6 +79,10 @@ typedef struct memra_moe_params {
     const memra_weight *up_exps;   /* {H, n_ff_exp, n_expert} */
     const memra_weight *down_exps; /* {n_ff_exp, H, n_expert} */
     int32_t n_expert, n_used;
+    /* the shared expert (moe_block only; NULL: none) */
+    const memra_weight *gate_shexp; /* {H, n_ff_shexp} */
+    const memra_weight *up_shexp;   /* {H, n_ff_shexp} */
+    const memra_weight *down_shexp; /* {n_ff_shexp, H} */
 } memra_moe_params;
 
 typedef struct memra_backend memra_backend;
@@ -114,6 +118,22 @@ typedef struct memra_backend_ops {
     memra_status (*matmul)(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                            int accumulate);
 
+    /* y_i[t][o] = sum_j W_i[o][j] * x[t][j] for i < n (1 <= n <= 4): several
+     * matmuls (accumulate = 0) that share their input, so that a backend can
+     * read x once and run them as one launch. The W_i share ne[0]; each
+     * y_i [T][W_i->ne[1]]. On the CPU (the oracle) y_i is matmul(W_i, x) bit
+     * for bit; other backends may sum in another order, fixed per row length
+     * (batch invariant like matmul). */
+    memra_status (*matmul_multi)(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
+                                 const float *x, int64_t T);
+
+    /* out[t][i] = silu((gate x[t])_i) * (up x[t])_i: the SwiGLU input half of an
+     * MLP in one op. gate, up {in, n_ff} with equal shapes; x [T][in], out
+     * [T][n_ff]. On the CPU equal bit for bit to matmul, matmul, swiglu.
+     * Optional (NULL: the caller runs matmul_multi + swiglu). */
+    memra_status (*matmul_swiglu)(memra_backend *be, const memra_weight *gate, const memra_weight *up,
+                                  const float *x, float *out, int64_t T);
+
     /* y[i] += x[i] for i < n. */
     memra_status (*add)(memra_backend *be, float *y, const float *x, int64_t n);
 
@@ -134,6 +154,23 @@ typedef struct memra_backend_ops {
      * (k_cache, v_cache: [n_slots][n_ctx][kv_dim] fp32). */
     memra_status (*kv_store)(memra_backend *be, const memra_batch *b, float *k_cache, float *v_cache,
                              int32_t n_ctx, int64_t kv_dim, const float *k, const float *v);
+
+    /* The per-token head work of a full-attention layer between the
+     * projections and attention, in one op; equal (on the CPU, bit for bit)
+     * to the sequence
+     *   rmsnorm(q heads, q_norm); rmsnorm(k heads, k_norm)     eps, over hd
+     *   rope_neox(q heads); rope_neox(k heads)                n_rot, theta
+     *   kv_store(k, v)
+     * q head h of token t starts at q + t*q_tok_stride + h*q_head_stride and is
+     * normalised and rotated in place (a gate interleaved after each q head is
+     * left alone); k and v are [T][n_kv*hd]: k is normalised and rotated in
+     * place, then k and v are stored at [slot][pos] of the caches (k_cache,
+     * v_cache [n_slots][n_ctx][n_kv*hd]). q_norm, k_norm {hd} F32. */
+    memra_status (*qk_norm_rope_store)(memra_backend *be, const memra_batch *b, float *q, int64_t q_tok_stride,
+                                       int64_t q_head_stride, int32_t n_head, float *k, const float *v,
+                                       int32_t n_kv, int32_t hd, const memra_weight *q_norm,
+                                       const memra_weight *k_norm, float eps, int32_t n_rot, float theta,
+                                       float *k_cache, float *v_cache, int32_t n_ctx);
 
     /* Causal GQA attention over the caches, gated:
      *   o[t][h] = sum_{s <= pos[t]} softmax_s(scale * q[t][h].K[slot][s][h/(n_head/n_kv)]) V[...][s][...]
@@ -171,6 +208,21 @@ typedef struct memra_backend_ops {
      * moe_scratch_bytes(n_ff_exp, n_used, T) bytes of backend memory. */
     memra_status (*moe_ffn)(memra_backend *be, const memra_moe_params *p, const float *x, const int32_t *ids,
                             const float *w, float *out, int64_t T, void *scratch);
+
+    /* A whole MoE layer after the router, added to the residual x [T][H]:
+     *   ids[t], w[t] = moe_route(logits[t])
+     *   x[t] = x[t] + sum_{j < n_used} w[t][j] * down_e(silu(gate_e xn[t]) * up_e xn[t]),  e = ids[t][j]
+     *   x[t] = x[t] + sigmoid(sg[t * sg_stride]) * down_s(silu(gate_s xn[t]) * up_s xn[t])  (shared expert)
+     * the expert sum in j order from 0, then the two additions in that order,
+     * so that on the CPU the result is bit for bit what moe_route, moe_ffn,
+     * add, the shared expert's matmuls and add_sigmoid_scaled give. xn [T][H];
+     * ids, w [T][n_used] receive the routing; sg is unused without a shared
+     * expert. Requires one type for gate_exps, up_exps, gate_shexp and
+     * up_shexp, and one for down_exps and down_shexp (MEMRA_ERR_UNSUPPORTED
+     * otherwise). scratch: memra_moe_block_scratch_bytes. */
+    memra_status (*moe_block)(memra_backend *be, const memra_moe_params *p, const float *logits, const float *xn,
+                              const float *sg, int64_t sg_stride, float *x, int64_t T, int32_t *ids, float *w,
+                              void *scratch);
 
     /* out[t] = argmax_i logits[t][i] (lowest index among equal maxima). */
     memra_status (*argmax)(memra_backend *be, const float *logits, int64_t n, int64_t T, int32_t *out);
@@ -213,6 +265,11 @@ struct memra_backend {
 /* Scratch the moe_ffn op needs (both backends agree on it). */
 static inline size_t memra_moe_scratch_bytes(int64_t n_ff_exp, int32_t n_used, int64_t T) {
     return (size_t)(3 * n_ff_exp) * (size_t)n_used * (size_t)T * sizeof(float);
+}
+
+/* Scratch the moe_block op needs: [T][n_ff_shexp + n_used * n_ff_exp] floats. */
+static inline size_t memra_moe_block_scratch_bytes(int64_t n_ff_exp, int32_t n_used, int64_t n_ff_shexp, int64_t T) {
+    return (size_t)(n_ff_shexp + (int64_t)n_used * n_ff_exp) * (size_t)T * sizeof(float);
 }
 
 /* Backend constructors. n_threads <= 0: all CPUs. */

@@ -51,16 +51,16 @@ static memra_status attn_block(fw *f, int il) {
     float *k = qg + T * 2 * q_dim;    /* [T][kv_dim] */
     float *v = k + T * kv_dim;        /* [T][kv_dim] */
     float *o = st->mid;               /* [T][q_dim] */
-    OP(f, il, "attn_q", matmul(f->be, L->wq, st->xn, qg, T, 0));
-    OP(f, il, "attn_k", matmul(f->be, L->wk, st->xn, k, T, 0));
-    OP(f, il, "attn_v", matmul(f->be, L->wv, st->xn, v, T, 0));
-    /* per-head norms come before RoPE; the gate gets neither */
-    OP(f, il, "q_norm", rmsnorm(f->be, qg, 2 * hd, L->q_norm, qg, 2 * hd, hd, T * c->n_head, c->rms_eps));
-    OP(f, il, "k_norm", rmsnorm(f->be, k, hd, L->k_norm, k, hd, hd, T * c->n_kv, c->rms_eps));
-    /* text-only IMROPE = NeoX RoPE at position p on the first n_rot dims (spec §4.3) */
-    OP(f, il, "rope q", rope_neox(f->be, qg, f->b, c->n_head, 2 * hd, 2 * q_dim, c->n_rot, c->rope_theta));
-    OP(f, il, "rope k", rope_neox(f->be, k, f->b, c->n_kv, hd, kv_dim, c->n_rot, c->rope_theta));
-    OP(f, il, "kv_store", kv_store(f->be, f->b, st->k_cache[il], st->v_cache[il], st->n_ctx, kv_dim, k, v));
+    const memra_weight *w[3] = {L->wq, L->wk, L->wv};
+    float *y[3] = {qg, k, v};
+    OP(f, il, "attn_qkv", matmul_multi(f->be, 3, w, y, st->xn, T));
+    /* per-head norms come before RoPE, the gate gets neither; text-only IMROPE
+     * = NeoX RoPE at position p on the first n_rot dims (spec §4.3); then k, v
+     * go to the cache */
+    OP(f, il, "qk_norm_rope_store",
+       qk_norm_rope_store(f->be, f->b, qg, 2 * q_dim, 2 * hd, c->n_head, k, v, c->n_kv, (int32_t)hd, L->q_norm,
+                          L->k_norm, c->rms_eps, c->n_rot, c->rope_theta, st->k_cache[il], st->v_cache[il],
+                          st->n_ctx));
     OP(f, il, "attention",
        attention(f->be, f->b, st->k_cache[il], st->v_cache[il], st->n_ctx, qg, qg + hd, 2 * q_dim, 2 * hd,
                  c->n_head, c->n_kv, (int32_t)hd, 1.0f / sqrtf((float)hd), o));
@@ -79,10 +79,9 @@ static memra_status gdn_block(fw *f, int il) {
     float *braw = z + T * c->value_dim; /* [T][n_v] */
     float *araw = braw + T * c->n_v;    /* [T][n_v] */
     float *y = st->mid;                 /* [T][value_dim] */
-    OP(f, il, "attn_qkv", matmul(f->be, L->ssm_qkv, st->xn, mixed, T, 0));
-    OP(f, il, "attn_gate", matmul(f->be, L->ssm_z, st->xn, z, T, 0));
-    OP(f, il, "ssm_beta", matmul(f->be, L->ssm_beta, st->xn, braw, T, 0));
-    OP(f, il, "ssm_alpha", matmul(f->be, L->ssm_alpha, st->xn, araw, T, 0));
+    const memra_weight *w[4] = {L->ssm_qkv, L->ssm_z, L->ssm_beta, L->ssm_alpha};
+    float *yw[4] = {mixed, z, braw, araw};
+    OP(f, il, "ssm_in (qkv z beta alpha)", matmul_multi(f->be, 4, w, yw, st->xn, T));
     memra_gdn_params p = {
         .conv1d = L->ssm_conv,
         .dt_bias = L->ssm_dt,
@@ -107,13 +106,36 @@ static memra_status swiglu_mlp(fw *f, int il, const memra_weight *gate, const me
                                const memra_weight *down, float *y, int accumulate) {
     memra_state *st = f->st;
     int64_t T = f->T, n = gate->ne[1];
-    float *g = st->big + (f->c->is_moe ? T * f->c->n_expert : 0); /* [T][n] (after the router logits) */
-    float *u = g + T * n;                                          /* [T][n] */
-    OP(f, il, "ffn gate", matmul(f->be, gate, st->xn, g, T, 0));
-    OP(f, il, "ffn up", matmul(f->be, up, st->xn, u, T, 0));
-    OP(f, il, "swiglu", swiglu(f->be, g, u, st->mid, n, T));
+    if (f->be->ops->matmul_swiglu) {
+        OP(f, il, "ffn gate+up swiglu", matmul_swiglu(f->be, gate, up, st->xn, st->mid, T));
+    } else {
+        float *g = st->big + (f->c->is_moe ? T * f->c->n_expert : 0); /* [T][n] (after the router logits) */
+        float *u = g + T * n;                                          /* [T][n] */
+        const memra_weight *w[2] = {gate, up};
+        float *gu[2] = {g, u};
+        OP(f, il, "ffn gate+up", matmul_multi(f->be, 2, w, gu, st->xn, T));
+        OP(f, il, "swiglu", swiglu(f->be, g, u, st->mid, n, T));
+    }
     OP(f, il, "ffn down", matmul(f->be, down, st->mid, y, T, accumulate));
     return MEMRA_OK;
+}
+
+/* Batches below this size run a MoE layer as the fused moe_block op (decode:
+ * latency bound, two launches after the router); larger ones keep the
+ * separate ops, whose shared expert matmuls use the prefill GEMM. */
+#define MOE_BLOCK_MAX_T 16
+
+/* moe_block's requirements: one type for the gate/up weights, one for the
+ * down weights, and its scratch within the state's moe_scratch. */
+static int moe_block_fits(const fw *f, const memra_layer *L) {
+    const memra_model_config *c = f->c;
+    uint32_t tgu = L->gate_exps->type, td = L->down_exps->type;
+    if (f->T >= MOE_BLOCK_MAX_T || L->up_exps->type != tgu) return 0;
+    if (L->shexp_gate && (L->shexp_gate->type != tgu || L->shexp_up->type != tgu || L->shexp_down->type != td))
+        return 0;
+    int64_t fs = L->shexp_gate ? L->shexp_gate->ne[1] : 0;
+    return memra_moe_block_scratch_bytes(c->n_ff_exp, c->n_expert_used, fs, f->T) <=
+           memra_moe_scratch_bytes(c->n_ff_exp, c->n_expert_used, f->T);
 }
 
 /* MoE (spec §6.2): softmax over all experts, top-k, renormalise; plus the
@@ -124,14 +146,30 @@ static memra_status moe_block(fw *f, int il) {
     memra_state *st = f->st;
     int64_t T = f->T, H = c->n_embd;
     float *router = st->big; /* [T][n_expert] */
+    float *sg = st->big + T * c->n_expert + 2 * T * c->n_ff_shexp; /* [T][1] */
+    if (moe_block_fits(f, L)) {
+        if (L->shexp_gate) {
+            const memra_weight *w[2] = {L->ffn_router, L->shexp_gate_inp};
+            float *y[2] = {router, sg};
+            OP(f, il, "ffn_gate_inp+shexp", matmul_multi(f->be, 2, w, y, st->xn, T));
+        } else {
+            OP(f, il, "ffn_gate_inp", matmul(f->be, L->ffn_router, st->xn, router, T, 0));
+        }
+        memra_moe_params p = {.gate_exps = L->gate_exps, .up_exps = L->up_exps, .down_exps = L->down_exps,
+                              .n_expert = c->n_expert, .n_used = c->n_expert_used, .gate_shexp = L->shexp_gate,
+                              .up_shexp = L->shexp_up, .down_shexp = L->shexp_down};
+        OP(f, il, "moe_block", moe_block(f->be, &p, router, st->xn, sg, 1, st->x, T, st->ids, st->route_w,
+                                         st->moe_scratch));
+        return MEMRA_OK;
+    }
     OP(f, il, "ffn_gate_inp", matmul(f->be, L->ffn_router, st->xn, router, T, 0));
     OP(f, il, "moe_route", moe_route(f->be, router, T, c->n_expert, c->n_expert_used, st->ids, st->route_w));
-    memra_moe_params p = {L->gate_exps, L->up_exps, L->down_exps, c->n_expert, c->n_expert_used};
+    memra_moe_params p = {.gate_exps = L->gate_exps, .up_exps = L->up_exps, .down_exps = L->down_exps,
+                          .n_expert = c->n_expert, .n_used = c->n_expert_used};
     OP(f, il, "moe_ffn", moe_ffn(f->be, &p, st->xn, st->ids, st->route_w, st->tmp, T, st->moe_scratch));
     OP(f, il, "moe add", add(f->be, st->x, st->tmp, T * H));
     if (!L->shexp_gate) return MEMRA_OK;
     MEMRA_TRY(swiglu_mlp(f, il, L->shexp_gate, L->shexp_up, L->shexp_down, st->tmp, 0));
-    float *sg = st->big + T * c->n_expert + 2 * T * c->n_ff_shexp; /* [T][1] */
     OP(f, il, "ffn_gate_inp_shexp", matmul(f->be, L->shexp_gate_inp, st->xn, sg, T, 0));
     OP(f, il, "shared expert add", add_sigmoid_scaled(f->be, st->x, st->tmp, sg, 1, H, T));
     return MEMRA_OK;

@@ -208,6 +208,64 @@ static memra_status cpu_matmul(memra_backend *be, const memra_weight *w, const f
     return MEMRA_OK;
 }
 
+/* Several matmuls of one input: each is cpu_matmul (the same rows, the same
+ * bits); the fusion is the interface's, for backends that read x once. */
+static memra_status cpu_matmul_multi(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
+                                     const float *x, int64_t T) {
+    if (n < 1 || n > 4) return MEMRA_ERR_INVALID;
+    for (int i = 0; i < n; i++)
+        if (w[i]->ne[0] != w[0]->ne[0]) return MEMRA_ERR_INVALID;
+    for (int i = 0; i < n; i++) MEMRA_TRY(cpu_matmul(be, w[i], x, y[i], T, 0));
+    return MEMRA_OK;
+}
+
+typedef struct mm_swiglu_ctx {
+    const memra_weight *gate, *up;
+    const float *x; /* [T][in] */
+    float *out;     /* [T][n_ff] */
+    int64_t T;
+} mm_swiglu_ctx;
+
+/* A task owns rows [o0, o1) of both weights for every token: the two dots of
+ * matmul_range (same dequantize-once rule, so the same bits), then swiglu's
+ * silu(g) * u. */
+static void mm_swiglu_range(void *p, int64_t o0, int64_t o1) {
+    mm_swiglu_ctx *c = p;
+    int64_t in = c->gate->ne[0], n_ff = c->gate->ne[1];
+    const memra_weight *w[2] = {c->gate, c->up};
+    int deq_rows = c->T > 1;
+    float *deq = deq_rows ? malloc(2 * (size_t)in * sizeof(float)) : NULL;
+    for (int64_t o = o0; o < o1; o++) {
+        const uint8_t *row[2];
+        uint32_t type[2];
+        for (int k = 0; k < 2; k++) {
+            row[k] = (const uint8_t *)w[k]->data + (uint64_t)o * w[k]->row_bytes;
+            type[k] = w[k]->type;
+            if (deq && type[k] != MEMRA_TYPE_F32) {
+                memra_dequant_row(type[k], row[k], deq + k * in, in);
+                row[k] = (const uint8_t *)(deq + k * in);
+                type[k] = MEMRA_TYPE_F32;
+            }
+        }
+        for (int64_t t = 0; t < c->T; t++) {
+            float g = memra_dot_row(type[0], row[0], c->x + t * in, in);
+            float u = memra_dot_row(type[1], row[1], c->x + t * in, in);
+            c->out[t * n_ff + o] = silu(g) * u;
+        }
+    }
+    free(deq);
+}
+
+static memra_status cpu_matmul_swiglu(memra_backend *be, const memra_weight *gate, const memra_weight *up,
+                                      const float *x, float *out, int64_t T) {
+    if (gate->ne[0] != up->ne[0] || gate->ne[1] != up->ne[1] || gate->ne[2] != 1 || gate->ne[3] != 1 ||
+        up->ne[2] != 1 || up->ne[3] != 1)
+        return MEMRA_ERR_INVALID;
+    mm_swiglu_ctx c = {gate, up, x, out, T};
+    memra_pool_for(pool_of(be), gate->ne[1], min_chunk_for(2 * gate->ne[0] * (T > 0 ? T : 1)), mm_swiglu_range, &c);
+    return MEMRA_OK;
+}
+
 /* --------------------------------------------------------- elementwise ops */
 
 typedef struct ew_ctx {
@@ -303,6 +361,25 @@ static memra_status cpu_kv_store(memra_backend *be, const memra_batch *b, float 
         memcpy(v_cache + row, v + (size_t)t * kv_dim, (size_t)kv_dim * sizeof(float));
     }
     return MEMRA_OK;
+}
+
+/* The reference sequence itself (backend.h qk_norm_rope_store). */
+static memra_status cpu_qk_norm_rope_store(memra_backend *be, const memra_batch *b, float *q, int64_t q_tok_stride,
+                                           int64_t q_head_stride, int32_t n_head, float *k, const float *v,
+                                           int32_t n_kv, int32_t hd, const memra_weight *q_norm,
+                                           const memra_weight *k_norm, float eps, int32_t n_rot, float theta,
+                                           float *k_cache, float *v_cache, int32_t n_ctx) {
+    int64_t T = b->n_tokens, kv_dim = (int64_t)n_kv * hd;
+    if (n_head < 1 || n_kv < 1 || hd < 1 || n_rot > hd || q_head_stride < hd || q_tok_stride < q_head_stride * n_head)
+        return MEMRA_ERR_INVALID;
+    /* per token: the q heads of a token are rows of stride q_head_stride, the tokens q_tok_stride apart */
+    for (int64_t t = 0; t < T; t++)
+        MEMRA_TRY(cpu_rmsnorm(be, q + t * q_tok_stride, q_head_stride, q_norm, q + t * q_tok_stride, q_head_stride,
+                              hd, n_head, eps));
+    MEMRA_TRY(cpu_rmsnorm(be, k, hd, k_norm, k, hd, hd, T * n_kv, eps));
+    MEMRA_TRY(cpu_rope_neox(be, q, b, n_head, q_head_stride, q_tok_stride, n_rot, theta));
+    MEMRA_TRY(cpu_rope_neox(be, k, b, n_kv, hd, kv_dim, n_rot, theta));
+    return cpu_kv_store(be, b, k_cache, v_cache, n_ctx, kv_dim, k, v);
 }
 
 #define CPU_MAX_HEAD_DIM 4096
@@ -590,6 +667,86 @@ static memra_status cpu_moe_ffn(memra_backend *be, const memra_moe_params *p, co
     return MEMRA_OK;
 }
 
+/* moe_block: act[t] = [shared expert (Fs) | slot 0 (F) | ... | slot K-1 (F)]. */
+typedef struct moe_block_ctx {
+    const memra_moe_params *p;
+    const float *xn, *sg;
+    int64_t sg_stride;
+    float *x, *act;
+    const int32_t *ids;
+    const float *w;
+    int64_t H, F, Fs, n_items;
+} moe_block_ctx;
+
+/* Phase 1, one (token, item) per index: silu(gate . xn) * (up . xn) of a
+ * shared expert row or a selected expert's row. */
+static void moe_block_up_range(void *p, int64_t i0, int64_t i1) {
+    moe_block_ctx *c = p;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t t = i / c->n_items, item = i % c->n_items;
+        const uint8_t *g, *u;
+        if (item < c->Fs) {
+            g = expert_row(c->p->gate_shexp, 0, item);
+            u = expert_row(c->p->up_shexp, 0, item);
+        } else {
+            int64_t j = (item - c->Fs) / c->F, f = (item - c->Fs) % c->F;
+            int32_t e = c->ids[t * c->p->n_used + j];
+            g = expert_row(c->p->gate_exps, e, f);
+            u = expert_row(c->p->up_exps, e, f);
+        }
+        const float *x = c->xn + t * c->H;
+        uint32_t type = c->p->gate_exps->type; /* one type for all four (the op's requirement) */
+        c->act[i] = silu(memra_dot_row(type, g, x, c->H)) * memra_dot_row(type, u, x, c->H);
+    }
+}
+
+/* Phase 2, one (token, output row) per index: the routed sum in slot order,
+ * added to x, then the gated shared expert added. */
+static void moe_block_down_range(void *p, int64_t i0, int64_t i1) {
+    moe_block_ctx *c = p;
+    int32_t n_used = c->p->n_used;
+    uint32_t type = c->p->down_exps->type;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t t = i / c->H, o = i % c->H;
+        const float *a = c->act + t * c->n_items;
+        float acc = 0.0f;
+        for (int32_t j = 0; j < n_used; j++) {
+            int64_t tj = t * n_used + j;
+            acc += c->w[tj] * memra_dot_row(type, expert_row(c->p->down_exps, c->ids[tj], o), a + c->Fs + j * c->F,
+                                            c->F);
+        }
+        c->x[i] += acc;
+        if (c->Fs) {
+            float d = memra_dot_row(type, expert_row(c->p->down_shexp, 0, o), a, c->Fs);
+            c->x[i] += sigmoid(c->sg[t * c->sg_stride]) * d;
+        }
+    }
+}
+
+static memra_status cpu_moe_block(memra_backend *be, const memra_moe_params *p, const float *logits,
+                                  const float *xn, const float *sg, int64_t sg_stride, float *x, int64_t T,
+                                  int32_t *ids, float *w, void *scratch) {
+    int64_t H = p->gate_exps->ne[0], F = p->gate_exps->ne[1];
+    int64_t Fs = p->gate_shexp ? p->gate_shexp->ne[1] : 0;
+    if (p->up_exps->ne[0] != H || p->up_exps->ne[1] != F || p->down_exps->ne[0] != F || p->down_exps->ne[1] != H ||
+        p->gate_exps->ne[2] < p->n_expert || p->up_exps->ne[2] < p->n_expert || p->down_exps->ne[2] < p->n_expert)
+        return MEMRA_ERR_INVALID;
+    uint32_t tgu = p->gate_exps->type, td = p->down_exps->type;
+    if (p->up_exps->type != tgu) return MEMRA_ERR_UNSUPPORTED;
+    if (Fs) {
+        if (!p->up_shexp || !p->down_shexp || !sg || p->gate_shexp->ne[0] != H || p->up_shexp->ne[0] != H ||
+            p->up_shexp->ne[1] != Fs || p->down_shexp->ne[0] != Fs || p->down_shexp->ne[1] != H)
+            return MEMRA_ERR_INVALID;
+        if (p->gate_shexp->type != tgu || p->up_shexp->type != tgu || p->down_shexp->type != td)
+            return MEMRA_ERR_UNSUPPORTED;
+    }
+    MEMRA_TRY(cpu_moe_route(be, logits, T, p->n_expert, p->n_used, ids, w));
+    moe_block_ctx c = {p, xn, sg, sg_stride, x, scratch, ids, w, H, F, Fs, Fs + (int64_t)p->n_used * F};
+    memra_pool_for(pool_of(be), T * c.n_items, min_chunk_for(2 * H), moe_block_up_range, &c);
+    memra_pool_for(pool_of(be), T * H, min_chunk_for(Fs + F * p->n_used), moe_block_down_range, &c);
+    return MEMRA_OK;
+}
+
 /* ------------------------------------------------------------------ argmax */
 
 static memra_status cpu_argmax(memra_backend *be, const float *logits, int64_t n, int64_t T, int32_t *out) {
@@ -628,15 +785,19 @@ static const memra_backend_ops cpu_ops = {
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
     .matmul = cpu_matmul,
+    .matmul_multi = cpu_matmul_multi,
+    .matmul_swiglu = cpu_matmul_swiglu,
     .add = cpu_add,
     .add_sigmoid_scaled = cpu_add_sigmoid_scaled,
     .swiglu = cpu_swiglu,
     .rope_neox = cpu_rope_neox,
     .kv_store = cpu_kv_store,
+    .qk_norm_rope_store = cpu_qk_norm_rope_store,
     .attention = cpu_attention,
     .gdn = cpu_gdn,
     .moe_route = cpu_moe_route,
     .moe_ffn = cpu_moe_ffn,
+    .moe_block = cpu_moe_block,
     .argmax = cpu_argmax,
     .destroy = cpu_destroy,
 };

@@ -44,11 +44,26 @@ memra_status cuda_op_moe_route(memra_backend *be, const float *logits, int64_t T
                                int32_t *ids, float *w);
 memra_status cuda_op_moe_ffn(memra_backend *be, const memra_moe_params *p, const float *x, const int32_t *ids,
                              const float *w, float *out, int64_t T, void *scratch);
+memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, const float *logits, const float *xn,
+                               const float *sg, int64_t sg_stride, float *x, int64_t T, int32_t *ids, float *w,
+                               void *scratch);
+
+/* matmul.cu: fused decode matvecs (backend.h matmul_multi, matmul_swiglu) */
+memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
+                                  const float *x, int64_t T);
+memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, const memra_weight *up,
+                                   const float *x, float *out, int64_t T);
 
 /* gemm.cu: the prefill (T >= 16) matmul on the tensor cores; called by
  * cuda_op_matmul after its checks */
 memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                           int accumulate);
+
+/* rope.cu: the fused attention head op (backend.h qk_norm_rope_store) */
+memra_status cuda_op_qk_norm_rope_store(memra_backend *be, const memra_batch *b, float *q, int64_t q_tok_stride,
+                                        int64_t q_head_stride, int32_t n_head, float *k, const float *v, int32_t n_kv,
+                                        int32_t hd, const memra_weight *q_norm, const memra_weight *k_norm, float eps,
+                                        int32_t n_rot, float theta, float *k_cache, float *v_cache, int32_t n_ctx);
 
 /* prof.cu: the op timeline (backend.h prof_*) */
 memra_status cuda_prof_begin(memra_backend *be);
