@@ -59,6 +59,103 @@ static void launch_matmul(const uint8_t *W, size_t row_bytes, int64_t in, int64_
     }
 }
 
+/* matmul_multi and matmul_swiglu on the k_matvec path (the types without a
+ * tensor-core matvec): one launch over up to 4 weights of one type and row
+ * length. Block b belongs to weight i for blk0[i] <= b < blk0[i + 1] and
+ * covers the rows k_matvec's block b - blk0[i] would; swiglu: one weight
+ * pair, each warp computes gate row o (rows[0]) and up row o (rows[1]) and
+ * writes silu(g) * u (misc.cu k_swiglu's expression) to y[0]. warp_rows_dot
+ * gives every row the bits of k_matvec, whatever R and the other rows of the
+ * warp, so the fused launches equal the separate matmuls bit for bit. */
+struct mv_multi_args {
+    const uint8_t *W[4];
+    int64_t n_out[4];
+    float *y[4];
+    int blk0[5];
+    size_t row_bytes;
+    int64_t in, T;
+};
+
+template <int TYPE, int NT, int R, int WARPS, int U, bool SWIGLU>
+__global__ void __launch_bounds__(32 * WARPS) k_matvec_multi(mv_multi_args a, const float *__restrict__ x) {
+    int wi = 0;
+    while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
+    const int64_t n_out = a.n_out[wi];
+    constexpr int RO = SWIGLU ? 1 : R; /* output rows per warp */
+    const int64_t row0 = ((int64_t)((int)blockIdx.x - a.blk0[wi]) * WARPS + (threadIdx.x >> 5)) * RO;
+    if (row0 >= n_out) return;
+    const int64_t t0 = (int64_t)blockIdx.y * NT;
+    const int nt = (int)min((int64_t)NT, a.T - t0);
+    const uint8_t *rows[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        rows[r] = SWIGLU ? a.W[r] + row0 * (int64_t)a.row_bytes
+                         : a.W[wi] + min(row0 + r, n_out - 1) * (int64_t)a.row_bytes;
+    float res[NT][R];
+    warp_rows_dot<TYPE, NT, R, U>(rows, a.in / 32, x + t0 * a.in, a.in, nt, res);
+    if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        if (t >= nt) continue;
+        if constexpr (SWIGLU) {
+            a.y[0][(t0 + t) * n_out + row0] = silu_f(res[t][0]) * res[t][1];
+        } else {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (row0 + r < n_out) a.y[wi][(t0 + t) * n_out + row0 + r] = res[t][r];
+        }
+    }
+}
+
+/* n weights in a (swiglu: the pair, n = 1), tokens NT at a time; R as
+ * launch_matvec picks it from the rows of the whole launch. */
+template <int TYPE, int NT>
+static void launch_matvec_multi(mv_multi_args a, int n, bool swiglu, const float *x, cudaStream_t s) {
+    typedef mv_config<TYPE, NT> C;
+    const dim3 block(32 * C::WARPS);
+    const unsigned gy = (unsigned)((a.T + NT - 1) / NT);
+    if (swiglu) {
+        a.blk0[0] = 0, a.blk0[1] = a.blk0[2] = a.blk0[3] = a.blk0[4] = (int)((a.n_out[0] + C::WARPS - 1) / C::WARPS);
+        k_matvec_multi<TYPE, NT, 2, C::WARPS, C::U, true><<<dim3((unsigned)a.blk0[1], gy), block, 0, s>>>(a, x);
+        return;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += a.n_out[i];
+    const bool use_r = C::R > 1 && total >= C::R * C::MIN_WARPS;
+    const int64_t rows_per_block = (int64_t)C::WARPS * (use_r ? C::R : 1);
+    a.blk0[0] = 0;
+    for (int i = 0; i < 4; i++)
+        a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + rows_per_block - 1) / rows_per_block) : 0);
+    const dim3 grid((unsigned)a.blk0[n], gy);
+    if (use_r)
+        k_matvec_multi<TYPE, NT, C::R, C::WARPS, C::U, false><<<grid, block, 0, s>>>(a, x);
+    else
+        k_matvec_multi<TYPE, NT, 1, C::WARPS, C::U1, false><<<grid, block, 0, s>>>(a, x);
+}
+
+template <int TYPE>
+static void launch_multi_type(const mv_multi_args &a, int n, bool swiglu, const float *x, cudaStream_t s) {
+    if (a.T == 1) launch_matvec_multi<TYPE, 1>(a, n, swiglu, x, s);
+    else if (a.T == 2) launch_matvec_multi<TYPE, 2>(a, n, swiglu, x, s);
+    else if (a.T <= 4) launch_matvec_multi<TYPE, 4>(a, n, swiglu, x, s);
+    else if (a.T <= 8) launch_matvec_multi<TYPE, 8>(a, n, swiglu, x, s);
+    else launch_matvec_multi<TYPE, 16>(a, n, swiglu, x, s);
+}
+
+/* One k_matvec_multi launch (T < 16) for the n weights in a of one type. */
+static memra_status matvec_multi_run(memra_backend *be, uint32_t type, const mv_multi_args &a, int n, bool swiglu,
+                                     const float *x) {
+    cudaStream_t s = cuda_of(be)->stream;
+    switch (type) {
+#define MV_MULTI_CASE(TY) \
+    case TY: launch_multi_type<TY>(a, n, swiglu, x, s); break;
+        CUDA_FOR_EACH_TYPE(MV_MULTI_CASE)
+#undef MV_MULTI_CASE
+    default: return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "matmul_multi: unsupported type %u", type);
+    }
+    return CUDA_LAUNCHED(be, "matmul: matvec multi");
+}
+
 int cuda_type_supported(uint32_t type) { return cuda_type_row_bytes(type, 256) != 0; }
 
 /* The checks every matmul entry point makes on one weight. */
@@ -130,9 +227,10 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     return CUDA_LAUNCHED(be, "matmul");
 }
 
-/* y_i = W_i x: at T < 16 the tensor-core weights go as one launch per
- * distinct type (all weights of a type in one grid); the others
- * (and T >= 16) as cuda_op_matmul. Each row gets cuda_op_matmul's bits. */
+/* y_i = W_i x: at T < 16 one launch per distinct type and path (all
+ * weights of a type in one grid: mmv for the tensor-core types, k_matvec_multi
+ * for the rest); T >= 16 as cuda_op_matmul. Each row gets cuda_op_matmul's
+ * bits. */
 memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
                                   const float *x, int64_t T) {
     if (n < 1 || n > 4) return CUDA_INVALID(be, "matmul_multi: n = %d (1..4)", n);
@@ -140,34 +238,49 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
     for (int i = 0; i < n; i++) {
         memra_status st = mm_check(be, w[i], x, T);
         if (st) return st;
-        fused[i] = T > 0 && T < MM_TC_MIN_T && mmv_use(w[i]->type, w[i]->ne[0]) && w[i]->ne[0] == w[0]->ne[0];
+        /* 1: tensor-core matvec, 2: k_matvec, 0: cuda_op_matmul alone */
+        fused[i] = T > 0 && T < MM_TC_MIN_T && w[i]->ne[0] == w[0]->ne[0] ? (mmv_use(w[i]->type, w[i]->ne[0]) ? 1 : 2)
+                                                                           : 0;
     }
     if (T == 0) return MEMRA_OK;
     for (int i = 0; i < n; i++) {
+        if (fused[i] < 0) continue; /* launched with an earlier weight of its type */
         if (!fused[i]) {
             memra_status st = cuda_op_matmul(be, w[i], x, y[i], T, 0);
             if (st) return st;
             continue;
         }
-        if (fused[i] == 2) continue; /* launched with an earlier weight of its type */
-        mmv_args a = {};
+        const int path = fused[i];
+        const uint8_t *W[4];
+        int64_t n_out[4];
+        float *yk[4];
         int m = 0;
         for (int k = i; k < n; k++) {
-            if (!fused[k] || w[k]->type != w[i]->type) continue;
-            fused[k] = 2;
-            a.W[m] = (const uint8_t *)w[k]->data, a.n_out[m] = w[k]->ne[1], a.y[m] = y[k];
+            if (fused[k] != path || w[k]->type != w[i]->type) continue;
+            fused[k] = -1;
+            W[m] = (const uint8_t *)w[k]->data, n_out[m] = w[k]->ne[1], yk[m] = y[k];
             m++;
         }
-        a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T;
-        memra_status st = mmv_run(be, &a, m);
+        memra_status st;
+        if (path == 1) {
+            mmv_args a = {};
+            for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
+            a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T;
+            st = mmv_run(be, &a, m);
+        } else {
+            mv_multi_args a = {};
+            for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
+            a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = T;
+            st = matvec_multi_run(be, w[i]->type, a, m, false, x);
+        }
         if (st) return st;
     }
     return MEMRA_OK;
 }
 
 /* out[t][i] = silu(g_i) * u_i with g = gate x, u = up x. T < 16 with both
- * weights of one tensor-core type: one launch, gate row i and up row i in
- * the same warp. Otherwise two matmuls into the workspace and
+ * weights of one type: one launch (mmv or k_matvec_multi), gate row i and up
+ * row i in the same warp. Otherwise two matmuls into the workspace and
  * cuda_op_swiglu. */
 memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, const memra_weight *up,
                                    const float *x, float *out, int64_t T) {
@@ -186,6 +299,12 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
         a.n_out[0] = a.n_out[1] = n, a.y[0] = out;
         a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1;
         return mmv_run(be, &a, 1);
+    }
+    if (T < MM_TC_MIN_T && gate->type == up->type) {
+        mv_multi_args a = {};
+        a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
+        a.n_out[0] = n, a.y[0] = out, a.row_bytes = gate->row_bytes, a.in = in, a.T = T;
+        return matvec_multi_run(be, gate->type, a, 1, true, x);
     }
     size_t part = ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255;
     st = cuda_ws_reserve(be, 2 * part);
