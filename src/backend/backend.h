@@ -129,8 +129,7 @@ typedef struct memra_backend_ops {
 
     /* out[t][i] = silu((gate x[t])_i) * (up x[t])_i: the SwiGLU input half of an
      * MLP in one op. gate, up {in, n_ff} with equal shapes; x [T][in], out
-     * [T][n_ff]. On the CPU equal bit for bit to matmul, matmul, swiglu.
-     * Optional (NULL: the caller runs matmul_multi + swiglu). */
+     * [T][n_ff]. On the CPU equal bit for bit to matmul, matmul, swiglu. */
     memra_status (*matmul_swiglu)(memra_backend *be, const memra_weight *gate, const memra_weight *up,
                                   const float *x, float *out, int64_t T);
 

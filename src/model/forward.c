@@ -105,17 +105,8 @@ static memra_status gdn_block(fw *f, int il) {
 static memra_status swiglu_mlp(fw *f, int il, const memra_weight *gate, const memra_weight *up,
                                const memra_weight *down, float *y, int accumulate) {
     memra_state *st = f->st;
-    int64_t T = f->T, n = gate->ne[1];
-    if (f->be->ops->matmul_swiglu) {
-        OP(f, il, "ffn gate+up swiglu", matmul_swiglu(f->be, gate, up, st->xn, st->mid, T));
-    } else {
-        float *g = st->big + (f->c->is_moe ? T * f->c->n_expert : 0); /* [T][n] (after the router logits) */
-        float *u = g + T * n;                                          /* [T][n] */
-        const memra_weight *w[2] = {gate, up};
-        float *gu[2] = {g, u};
-        OP(f, il, "ffn gate+up", matmul_multi(f->be, 2, w, gu, st->xn, T));
-        OP(f, il, "swiglu", swiglu(f->be, g, u, st->mid, n, T));
-    }
+    int64_t T = f->T;
+    OP(f, il, "ffn gate+up swiglu", matmul_swiglu(f->be, gate, up, st->xn, st->mid, T));
     OP(f, il, "ffn down", matmul(f->be, down, st->mid, y, T, accumulate));
     return MEMRA_OK;
 }
@@ -146,7 +137,7 @@ static memra_status moe_block(fw *f, int il) {
     memra_state *st = f->st;
     int64_t T = f->T, H = c->n_embd;
     float *router = st->big; /* [T][n_expert] */
-    float *sg = st->big + T * c->n_expert + 2 * T * c->n_ff_shexp; /* [T][1] */
+    float *sg = router + T * c->n_expert; /* [T][1] */
     if (moe_block_fits(f, L)) {
         if (L->shexp_gate) {
             const memra_weight *w[2] = {L->ffn_router, L->shexp_gate_inp};

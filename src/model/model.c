@@ -186,7 +186,7 @@ memra_status memra_state_init(const memra_model *m, int32_t n_slots, int32_t n_c
     int64_t H = c->n_embd, q_dim = (int64_t)c->n_head * c->head_dim;
     int64_t attn_n = 2 * q_dim + 2 * (int64_t)kv_dim;
     int64_t gdn_n = c->conv_dim + c->value_dim + 2 * (int64_t)c->n_v;
-    int64_t ffn_n = c->is_moe ? c->n_expert + 2 * c->n_ff_shexp + 1 : 2 * c->n_ff;
+    int64_t ffn_n = c->is_moe ? c->n_expert + 1 : 0; /* router logits, shared-expert gate logit */
     st->big_n = max64(attn_n, max64(gdn_n, ffn_n));
     st->mid_n = max64(max64(q_dim, c->value_dim), max64(c->n_ff, c->n_ff_shexp));
     size_t T = (size_t)max_tokens;
