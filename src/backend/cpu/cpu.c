@@ -174,23 +174,30 @@ typedef struct matmul_ctx {
     int accumulate;
 } matmul_ctx;
 
-/* A task owns output rows [o0, o1) for every token. With several tokens the
- * weight row is dequantized once and dotted in F32 with each token's input:
- * memra_dot_row is defined as the F32 lane dot of exactly the dequantized
- * values (quant.h), so both ways give the same bits and a token's result does
- * not depend on T (tests/test_cpu_ops.c checks this equality). */
+/* Row o of w for memra_dot_row, and its type in *type: with deq (room for
+ * one row of floats) the row is dequantized into it once, so that several
+ * tokens can be dotted in F32. memra_dot_row is defined as the F32 lane dot
+ * of exactly the dequantized values (quant.h), so both ways give the same
+ * bits and a token's result does not depend on T (tests/test_cpu_ops.c
+ * checks this equality). */
+static const uint8_t *dot_row(const memra_weight *w, int64_t o, float *deq, uint32_t *type) {
+    const uint8_t *row = (const uint8_t *)w->data + (uint64_t)o * w->row_bytes;
+    *type = w->type;
+    if (!deq || w->type == MEMRA_TYPE_F32) return row;
+    memra_dequant_row(w->type, row, deq, w->ne[0]);
+    *type = MEMRA_TYPE_F32;
+    return (const uint8_t *)deq;
+}
+
+/* A task owns output rows [o0, o1) for every token; with several tokens
+ * each weight row is dequantized once (dot_row). */
 static void matmul_range(void *p, int64_t o0, int64_t o1) {
     matmul_ctx *c = p;
     int64_t in = c->w->ne[0], out = c->w->ne[1];
     float *deq = c->T > 1 && c->w->type != MEMRA_TYPE_F32 ? malloc((size_t)in * sizeof(float)) : NULL;
     for (int64_t o = o0; o < o1; o++) {
-        const uint8_t *row = (const uint8_t *)c->w->data + (uint64_t)o * c->w->row_bytes;
-        uint32_t type = c->w->type;
-        if (deq) {
-            memra_dequant_row(type, row, deq, in);
-            row = (const uint8_t *)deq;
-            type = MEMRA_TYPE_F32;
-        }
+        uint32_t type;
+        const uint8_t *row = dot_row(c->w, o, deq, &type);
         for (int64_t t = 0; t < c->T; t++) {
             float v = memra_dot_row(type, row, c->x + t * in, in);
             if (c->accumulate) c->y[t * out + o] += v;
@@ -227,26 +234,15 @@ typedef struct mm_swiglu_ctx {
 } mm_swiglu_ctx;
 
 /* A task owns rows [o0, o1) of both weights for every token: the two dots of
- * matmul_range (same dequantize-once rule, so the same bits), then swiglu's
- * silu(g) * u. */
+ * matmul_range (dot_row, so the same bits), then swiglu's silu(g) * u. */
 static void mm_swiglu_range(void *p, int64_t o0, int64_t o1) {
     mm_swiglu_ctx *c = p;
     int64_t in = c->gate->ne[0], n_ff = c->gate->ne[1];
-    const memra_weight *w[2] = {c->gate, c->up};
-    int deq_rows = c->T > 1;
-    float *deq = deq_rows ? malloc(2 * (size_t)in * sizeof(float)) : NULL;
+    float *deq = c->T > 1 ? malloc(2 * (size_t)in * sizeof(float)) : NULL;
     for (int64_t o = o0; o < o1; o++) {
-        const uint8_t *row[2];
         uint32_t type[2];
-        for (int k = 0; k < 2; k++) {
-            row[k] = (const uint8_t *)w[k]->data + (uint64_t)o * w[k]->row_bytes;
-            type[k] = w[k]->type;
-            if (deq && type[k] != MEMRA_TYPE_F32) {
-                memra_dequant_row(type[k], row[k], deq + k * in, in);
-                row[k] = (const uint8_t *)(deq + k * in);
-                type[k] = MEMRA_TYPE_F32;
-            }
-        }
+        const uint8_t *row[2] = {dot_row(c->gate, o, deq, &type[0]),
+                                 dot_row(c->up, o, deq ? deq + in : NULL, &type[1])};
         for (int64_t t = 0; t < c->T; t++) {
             float g = memra_dot_row(type[0], row[0], c->x + t * in, in);
             float u = memra_dot_row(type[1], row[1], c->x + t * in, in);
