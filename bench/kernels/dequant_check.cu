@@ -7,20 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/quant.cuh"
-
-static uint64_t rs = 0x1234567ull;
-static uint64_t rnd(void) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float rf(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 11) * (1.0 / 9007199254740992.0)); }
-static void put_h(uint8_t *p, float lo, float hi) {
-    uint16_t h = memra_fp32_to_fp16(rf(lo, hi));
-    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
-}
+#define LAB_SEED 0x1234567ull
+#include "lab.cuh"
 
 template <int TYPE>
 static int check(const char *name) {

@@ -12,46 +12,9 @@
  *
  *   bash bench/kernels/matvec_lab.sh [in n_out]        (needs a GPU) */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend/cuda/matvec.cuh"
-
-static uint64_t rs = 0x5EED1234ull;
-static uint64_t rnd(void) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float rf(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 11) * (1.0 / 9007199254740992.0)); }
-static void put_h(uint8_t *p, float lo, float hi) {
-    uint16_t h = memra_fp32_to_fp16(rf(lo, hi));
-    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
-}
-
-/* random bytes, then valid (finite, modest) scale fields per block */
-static void fill_blocks(uint32_t type, uint8_t *w, size_t bytes) {
-    for (size_t i = 0; i + 8 <= bytes; i += 8) {
-        uint64_t r = rnd();
-        memcpy(w + i, &r, 8);
-    }
-    const memra_type_info *ti = memra_type_get(type);
-    size_t bb = ti->block_bytes;
-    for (size_t i = 0; i < bytes / bb; i++) {
-        uint8_t *b = w + i * bb;
-        switch (type) {
-        case MEMRA_TYPE_F16: put_h(b, -1, 1); break;
-        case MEMRA_TYPE_BF16: { uint16_t h = memra_fp32_to_bf16(rf(-1, 1)); memcpy(b, &h, 2); } break;
-        case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K: put_h(b, -0.01f, 0.01f); put_h(b + 2, -0.01f, 0.01f); break;
-        case MEMRA_TYPE_Q6_K: put_h(b + 208, -0.01f, 0.01f); break;
-        case MEMRA_TYPE_MXFP4: b[0] = (uint8_t)(100 + rnd() % 50); break;
-        case MEMRA_TYPE_NVFP4: break;
-        default: put_h(b, -0.1f, 0.1f); break;
-        }
-    }
-}
+#include "lab.cuh"
 
 typedef void (*launch_fn)(const uint8_t *, size_t, int64_t, int64_t, const float *, float *, int64_t, cudaStream_t);
 
@@ -90,68 +53,6 @@ static int variants(variant *v) {
     int n = (int)(sizeof list / sizeof list[0]);
     memcpy(v, list, sizeof list);
     return n;
-}
-
-#define CK(call)                                                                                      \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));    \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
-
-static void *flush_buf;
-static const size_t flush_bytes = 256u << 20;
-
-static int cmp_f(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* median microseconds of `reps` calls, L2 flushed before each */
-static double time_us(launch_fn f, const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x, float *y,
-                      int64_t T) {
-    enum { reps = 15 };
-    float ms[reps];
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < reps; i++) {
-        CK(cudaMemsetAsync(flush_buf, i, flush_bytes, 0));
-        CK(cudaEventRecord(a, 0));
-        f(W, rb, in, n_out, x, y, T, 0);
-        CK(cudaEventRecord(b, 0));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    CK(cudaGetLastError());
-    qsort(ms, reps, sizeof ms[0], cmp_f);
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    return ms[reps / 2] * 1e3;
-}
-
-static double copy_gbs(void) {
-    size_t n = 1u << 30;
-    void *s, *d;
-    CK(cudaMalloc(&s, n));
-    CK(cudaMalloc(&d, n));
-    CK(cudaMemset(s, 1, n));
-    float best = 1e30f;
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 6; i++) {
-        float ms;
-        CK(cudaEventRecord(a, 0));
-        CK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, 0));
-        CK(cudaEventRecord(b, 0));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms, a, b));
-        if (i && ms < best) best = ms;
-    }
-    cudaFree(s), cudaFree(d);
-    return 2.0 * n / (best * 1e-3) / 1e9;
 }
 
 static double g_copy;
@@ -202,8 +103,8 @@ static void run_type(int64_t in, int64_t n_out) {
         int same0 = !memcmp(y0, y1, sizeof(float) * n_out);
         int ok = err <= 1e-5 && inv && same0;
         if (!ok) g_fail++;
-        double us1 = time_us(v[k].t1, dw, rb, in, n_out, dx, dy, 1);
-        double us8 = time_us(v[k].t8, dw, rb, in, n_out, dx, dy, TB);
+        double us1 = lab_time_us([&] { v[k].t1(dw, rb, in, n_out, dx, dy, 1, 0); });
+        double us8 = lab_time_us([&] { v[k].t8(dw, rb, in, n_out, dx, dy, TB, 0); });
         double gb1 = wb / (us1 * 1e-6) / 1e9, gb8 = wb / (us8 * 1e-6) / 1e9;
         printf("LAB %-7s %-7s R%dW%dU%d R%dW%dU%d  T=1 %7.1f us %5.0f GB/s %4.0f%%  T=8 %7.1f us %5.0f GB/s %4.0f%%  "
                "err %.2e inv %s same-v0 %s %s\n",
@@ -217,8 +118,7 @@ static void run_type(int64_t in, int64_t n_out) {
 
 int main(int argc, char **argv) {
     int64_t in = argc > 2 ? atoll(argv[1]) : 5120, n_out = argc > 2 ? atoll(argv[2]) : 17408;
-    CK(cudaMalloc(&flush_buf, flush_bytes));
-    g_copy = copy_gbs();
+    g_copy = lab_init();
     printf("matvec_lab: {%lld, %lld}; device-to-device copy %.0f GB/s (read + write)\n", (long long)in,
            (long long)n_out, g_copy);
 #define RUN(TY) run_type<TY>(in, n_out);

@@ -14,62 +14,13 @@
  *
  *   bash bench/kernels/mmv_lab.sh [in n_out]        (needs a GPU) */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/mmv.cuh"
+#include "lab.cuh"
 
-static uint64_t rs = 0x5EED1234ull;
-static uint64_t rnd(void) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float rf(float lo, float hi) { return lo + (hi - lo) * (float)((rnd() >> 11) * (1.0 / 9007199254740992.0)); }
-static void put_h(uint8_t *p, float lo, float hi) {
-    uint16_t h = memra_fp32_to_fp16(rf(lo, hi));
-    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
-}
-
-static void fill_blocks(uint32_t type, uint8_t *w, size_t bytes) {
-    for (size_t i = 0; i + 8 <= bytes; i += 8) {
-        uint64_t r = rnd();
-        memcpy(w + i, &r, 8);
-    }
-    const memra_type_info *ti = memra_type_get(type);
-    size_t bb = ti->block_bytes;
-    for (size_t i = 0; i < bytes / bb; i++) {
-        uint8_t *b = w + i * bb;
-        if (type == MEMRA_TYPE_Q4_K) {
-            put_h(b, -0.01f, 0.01f);
-            put_h(b + 2, -0.01f, 0.01f);
-        } else {
-            put_h(b, -0.1f, 0.1f);
-        }
-    }
-}
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void *flush_buf;
-static const size_t flush_bytes = 256u << 20;
 static double g_copy;
 static int g_fail;
-
-static int cmp_f(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
 
 struct job {
     int kind; /* 0 = k_matvec production, 1 = mmv PD = MMV_PD, 2 = PD 2, 3 = PD 4 */
@@ -117,50 +68,6 @@ static void run_job(const job &j) {
         mmv_launch<2>(a, 0, j.ks);
     else
         mmv_launch<4>(a, 0, j.ks);
-}
-
-template <int TY>
-static double time_us(const job &j) {
-    enum { reps = 15 };
-    float ms[reps];
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < reps; i++) {
-        CK(cudaMemsetAsync(flush_buf, i, flush_bytes, 0));
-        CK(cudaEventRecord(a, 0));
-        run_job<TY>(j);
-        CK(cudaEventRecord(b, 0));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    CK(cudaGetLastError());
-    qsort(ms, reps, sizeof ms[0], cmp_f);
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    return ms[reps / 2] * 1e3;
-}
-
-static double copy_gbs(void) {
-    size_t n = 1u << 30;
-    void *s, *d;
-    CK(cudaMalloc(&s, n));
-    CK(cudaMalloc(&d, n));
-    CK(cudaMemset(s, 1, n));
-    float best = 1e30f;
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 6; i++) {
-        float ms;
-        CK(cudaEventRecord(a, 0));
-        CK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, 0));
-        CK(cudaEventRecord(b, 0));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms, a, b));
-        if (i && ms < best) best = ms;
-    }
-    cudaFree(s), cudaFree(d);
-    return 2.0 * n / (best * 1e-3) / 1e9;
 }
 
 static void get(float *h, const float *d, size_t n) { CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost)); }
@@ -262,7 +169,7 @@ static void run_type(int64_t in, int64_t n_out) {
         const int tt[3] = {1, 4, 8};
         for (int k = 0; k < 3; k++) {
             j.T = tt[k];
-            us[k] = time_us<TY>(j);
+            us[k] = lab_time_us([&] { run_job<TY>(j); });
         }
         printf("MMV %-7s PD%d  T=1 %6.1f us %4.0f%%  T=4 %6.1f us %4.0f%%  T=8 %6.1f us %4.0f%%  err %.2e inv %s pd %s "
                "multi %s swiglu %s %s\n",
@@ -275,7 +182,7 @@ static void run_type(int64_t in, int64_t n_out) {
         printf("MMV %-7s PD%d  K split (timing only, T=1):", name, pd);
         for (int ks = 1; ks <= MMV_KS_MAX; ks *= 2) {
             j.T = 1, j.ks = ks;
-            double u = time_us<TY>(j);
+            double u = lab_time_us([&] { run_job<TY>(j); });
             printf("  ks%d %5.1f us %3.0f%%", ks, u, 100 * wb / (u * 1e-6) / 1e9 / g_copy);
         }
         j.ks = 0;
@@ -283,9 +190,9 @@ static void run_type(int64_t in, int64_t n_out) {
     }
     {
         job j = {0, TY, dw, rb, in, n_out, 1, dx, dy, 0};
-        double u1 = time_us<TY>(j);
+        double u1 = lab_time_us([&] { run_job<TY>(j); });
         j.T = 8;
-        double u8 = time_us<TY>(j);
+        double u8 = lab_time_us([&] { run_job<TY>(j); });
         printf("MMV %-7s OLD  T=1 %6.1f us %4.0f%%  T=8 %6.1f us %4.0f%%\n", name, u1,
                100 * wb / (u1 * 1e-6) / 1e9 / g_copy, u8, 100 * wb / (u8 * 1e-6) / 1e9 / g_copy);
     }
@@ -296,8 +203,7 @@ static void run_type(int64_t in, int64_t n_out) {
 
 int main(int argc, char **argv) {
     int64_t in = argc > 2 ? atoll(argv[1]) : 4096, n_out = argc > 2 ? atoll(argv[2]) : 12288;
-    CK(cudaMalloc(&flush_buf, flush_bytes));
-    g_copy = copy_gbs();
+    g_copy = lab_init();
     printf("mmv_lab: {%lld, %lld}; device-to-device copy %.0f GB/s (read + write)\n", (long long)in, (long long)n_out,
            g_copy);
     run_type<MEMRA_TYPE_Q4_K>(in, n_out);

@@ -1,0 +1,132 @@
+/* Shared pieces of the kernel labs (matvec_lab.cu, mmv_lab.cu) and of
+ * dequant_check.cu: a seeded random stream, valid random quant blocks, CUDA
+ * error checks, the L2-flushed median timer and the device-to-device copy
+ * rate that every lab % is taken against. Define LAB_SEED before including
+ * to change the stream. */
+#ifndef MEMRA_BENCH_LAB_CUH
+#define MEMRA_BENCH_LAB_CUH
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/quant.cuh"
+
+#ifndef LAB_SEED
+#define LAB_SEED 0x5EED1234ull
+#endif
+
+static uint64_t lab_rs = LAB_SEED;
+
+/* splitmix64 */
+static inline uint64_t rnd(void) {
+    uint64_t z = (lab_rs += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline float rf(float lo, float hi) {
+    return lo + (hi - lo) * (float)((rnd() >> 11) * (1.0 / 9007199254740992.0));
+}
+/* a random fp16 in [lo, hi) at p (little endian) */
+static inline void put_h(uint8_t *p, float lo, float hi) {
+    uint16_t h = memra_fp32_to_fp16(rf(lo, hi));
+    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+}
+
+/* Random bytes, then valid (finite, modest) scale fields per block of the
+ * types the labs run. */
+static inline void fill_blocks(uint32_t type, uint8_t *w, size_t bytes) {
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        uint64_t r = rnd();
+        memcpy(w + i, &r, 8);
+    }
+    const memra_type_info *ti = memra_type_get(type);
+    size_t bb = ti->block_bytes;
+    for (size_t i = 0; i < bytes / bb; i++) {
+        uint8_t *b = w + i * bb;
+        switch (type) {
+        case MEMRA_TYPE_F16: put_h(b, -1, 1); break;
+        case MEMRA_TYPE_BF16: { uint16_t h = memra_fp32_to_bf16(rf(-1, 1)); memcpy(b, &h, 2); } break;
+        case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K: put_h(b, -0.01f, 0.01f); put_h(b + 2, -0.01f, 0.01f); break;
+        case MEMRA_TYPE_Q6_K: put_h(b + 208, -0.01f, 0.01f); break;
+        case MEMRA_TYPE_MXFP4: b[0] = (uint8_t)(100 + rnd() % 50); break;
+        case MEMRA_TYPE_NVFP4: break;
+        default: put_h(b, -0.1f, 0.1f); break;
+        }
+    }
+}
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void *lab_flush_buf; /* lab_init */
+static const size_t lab_flush_bytes = 256u << 20;
+
+static inline int lab_cmp_f(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median microseconds of 15 runs of launch() on stream 0, each after a
+ * 256 MiB memset that flushes L2; one launch each, so launch latency is
+ * included. */
+template <class F>
+static double lab_time_us(F launch) {
+    enum { reps = 15 };
+    float ms[reps];
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < reps; i++) {
+        CK(cudaMemsetAsync(lab_flush_buf, i, lab_flush_bytes, 0));
+        CK(cudaEventRecord(a, 0));
+        launch();
+        CK(cudaEventRecord(b, 0));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    CK(cudaGetLastError());
+    qsort(ms, reps, sizeof ms[0], lab_cmp_f);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return ms[reps / 2] * 1e3;
+}
+
+/* Device-to-device copy rate of 1 GiB, read + write counted, best of 5 after
+ * a warm-up: the ceiling the lab percentages refer to. */
+static inline double lab_copy_gbs(void) {
+    size_t n = 1u << 30;
+    void *s, *d;
+    CK(cudaMalloc(&s, n));
+    CK(cudaMalloc(&d, n));
+    CK(cudaMemset(s, 1, n));
+    float best = 1e30f;
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 6; i++) {
+        float ms;
+        CK(cudaEventRecord(a, 0));
+        CK(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, 0));
+        CK(cudaEventRecord(b, 0));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (i && ms < best) best = ms;
+    }
+    cudaFree(s), cudaFree(d);
+    return 2.0 * n / (best * 1e-3) / 1e9;
+}
+
+/* Allocates the L2 flush buffer; returns the copy rate. */
+static inline double lab_init(void) {
+    CK(cudaMalloc(&lab_flush_buf, lab_flush_bytes));
+    return lab_copy_gbs();
+}
+
+#endif
