@@ -1,4 +1,4 @@
-/* Decode matvec lab: configurations of k_matvec (src/backend/cuda/matvec.cuh)
+/* Decode matvec lab: configurations of k_matvec_multi (src/backend/cuda/matvec.cuh)
  * on one {in, n_out} weight, T = 1 and T = 8.
  *
  * Variant 0 is the production configuration (mv_config); the others change
@@ -21,8 +21,12 @@ typedef void (*launch_fn)(const uint8_t *, size_t, int64_t, int64_t, const float
 template <int TYPE, int NT, int R, int WARPS, int U>
 static void lab_launch(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x, float *y, int64_t T,
                        cudaStream_t s) {
-    dim3 grid((unsigned)((n_out + WARPS * R - 1) / (WARPS * R)), (unsigned)((T + NT - 1) / NT));
-    k_matvec<TYPE, NT, R, WARPS, U><<<grid, 32 * WARPS, 0, s>>>(W, rb, in, n_out, x, y, T, 0);
+    mv_multi_args a = {};
+    a.W[0] = W, a.n_out[0] = n_out, a.y[0] = y, a.row_bytes = rb, a.in = in, a.T = T;
+    const int nb = (int)((n_out + WARPS * R - 1) / (WARPS * R));
+    a.blk0[1] = a.blk0[2] = a.blk0[3] = a.blk0[4] = nb;
+    k_matvec_multi<TYPE, NT, R, WARPS, U, false><<<dim3((unsigned)nb, (unsigned)((T + NT - 1) / NT)), 32 * WARPS, 0, s>>>(
+        a, x);
 }
 
 typedef struct variant {

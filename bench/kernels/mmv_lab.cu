@@ -1,6 +1,6 @@
 /* Tensor-core decode matvec lab (src/backend/cuda/mmv.cuh) on one
  * {in, n_out} Q4_K weight: k_mmv with the production L2 prefetch distance
- * (PD = MMV_PD), PD = 2 and PD = 4, against the production k_matvec.
+ * (PD = MMV_PD), PD = 2 and PD = 4, against the production k_matvec_multi.
  *
  * Validation on random blocks: T = 1 against the CPU reference
  * (memra_dot_row, all rows; max|gpu - cpu| / max|cpu| <= 1e-5, the gate's
@@ -23,7 +23,7 @@ static double g_copy;
 static int g_fail;
 
 struct job {
-    int kind; /* 0 = k_matvec production, 1 = mmv PD = MMV_PD, 2 = PD 2, 3 = PD 4 */
+    int kind; /* 0 = k_matvec_multi production, 1 = mmv PD = MMV_PD, 2 = PD 2, 3 = PD 4 */
     uint32_t type;
     const uint8_t *W;
     size_t rb;
@@ -36,20 +36,9 @@ struct job {
 template <int TY>
 static void run_job(const job &j) {
     if (j.kind == 0) {
-        typedef mv_config<TY, 1> C1;
-        typedef mv_config<TY, 8> C8;
-        if (j.T == 1) {
-            if (j.n_out >= C1::R * C1::MIN_WARPS)
-                k_matvec<TY, 1, C1::R, C1::WARPS, C1::U><<<(unsigned)((j.n_out + 4 * C1::R - 1) / (4 * C1::R)),
-                                                             128>>>(j.W, j.rb, j.in, j.n_out, j.x, j.y, 1, 0);
-            else
-                k_matvec<TY, 1, 1, C1::WARPS, C1::U1><<<(unsigned)((j.n_out + 3) / 4), 128>>>(j.W, j.rb, j.in, j.n_out,
-                                                                                              j.x, j.y, 1, 0);
-        } else {
-            k_matvec<TY, 8, C8::R, C8::WARPS, C8::U><<<dim3((unsigned)((j.n_out + 4 * C8::R - 1) / (4 * C8::R)),
-                                                            (unsigned)((j.T + 7) / 8)),
-                                                       128>>>(j.W, j.rb, j.in, j.n_out, j.x, j.y, j.T, 0);
-        }
+        mv_multi_args m = {};
+        m.W[0] = j.W, m.n_out[0] = j.n_out, m.y[0] = j.y, m.row_bytes = j.rb, m.in = j.in, m.T = j.T;
+        launch_multi_type<TY>(m, 1, false, j.x, 0);
         return;
     }
     mmv_args a;

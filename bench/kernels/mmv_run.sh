@@ -2,7 +2,7 @@
 # One device call for the tensor-core decode matvec (src/backend/cuda/mmv.cuh):
 # the lab (bench/kernels/mmv_lab.cu) on the 9b / 27b FFN shapes, `memra gate
 # kernels`, and a 9b q4_k_m decode profile with the tensor-core matvec and,
-# if time is left, with MEMRA_MMV=0 (k_matvec). Binaries built beforehand (no
+# if time is left, with MEMRA_MMV=0 (k_matvec_multi). Binaries built beforehand (no
 # GPU needed): BUILD=DIR bash bench/kernels/mmv_lab.sh; make BUILD=... CUDA_ARCH=sm_90a.
 #   bash bench/kernels/mmv_run.sh DIR [gate args...]     (DIR holds mmv_lab and memra)
 # Logs go to $OUT (the device tool's output folder) or /tmp/mmv-out. Every step

@@ -30,6 +30,7 @@
 __global__ void k_kv_store(const int32_t *__restrict__ pos, const int32_t *__restrict__ tok_seq,
                            const int32_t *__restrict__ slot, float *__restrict__ kc, float *__restrict__ vc,
                            int32_t n_ctx, int64_t kv_dim, const float *__restrict__ k, const float *__restrict__ v) {
+    pdl_start();
     int64_t t = blockIdx.y, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= kv_dim) return;
     int32_t p = pos[t];
@@ -46,7 +47,7 @@ memra_status cuda_op_kv_store(memra_backend *be, const memra_batch *b, float *k_
         return CUDA_INVALID(be, "kv_store: n_ctx %d, kv_dim %lld, T %lld", n_ctx, (long long)kv_dim, (long long)T);
     if (T <= 0) return MEMRA_OK;
     dim3 grid((unsigned)((kv_dim + 255) / 256), (unsigned)T);
-    k_kv_store<<<grid, 256, 0, cuda_of(be)->stream>>>(b->d_pos, b->d_tok_seq, b->d_slot, k_cache, v_cache, n_ctx,
+    cuda_launch(k_kv_store, grid, 256, 0, cuda_of(be)->stream, b->d_pos, b->d_tok_seq, b->d_slot, k_cache, v_cache, n_ctx,
                                                       kv_dim, k, v);
     return CUDA_LAUNCHED(be, "kv_store");
 }
@@ -73,6 +74,7 @@ typedef struct att_args {
  * dot. Softmax stats: warp w takes heads w, w + 8. Values: thread i owns dims
  * i and i + 256. hd % 32 == 0, hd <= 512, G <= 16. */
 __global__ void __launch_bounds__(256) k_att_split(att_args a) {
+    pdl_start();
     extern __shared__ float sm[];
     const int G = a.G, hd = a.hd;
     float *qs = sm;               /* [G][hd] */
@@ -157,6 +159,7 @@ __global__ void __launch_bounds__(256) k_att_split(att_args a) {
  * i, i + 256 of head blockIdx.x of token blockIdx.y and folds the token's
  * splits in order 0 .. pos/64. */
 __global__ void __launch_bounds__(256) k_att_combine(att_args a) {
+    pdl_start();
     const int h = blockIdx.x, t = blockIdx.y, hd = a.hd;
     int p = a.pos[t];
     if (p >= a.n_ctx) p = a.n_ctx - 1;
@@ -227,10 +230,10 @@ memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const fl
         a.out = out + t0 * (int64_t)n_head * hd;
         const int gmax = ATT_BLOCKS / n_kv > 1 ? ATT_BLOCKS / n_kv : 1;
         const unsigned gx = (unsigned)(a.max_splits < gmax ? a.max_splits : gmax);
-        k_att_split<<<dim3(gx, (unsigned)n_kv, (unsigned)n), 256, shm, c->stream>>>(a);
+        cuda_launch(k_att_split, dim3(gx, (unsigned)n_kv, (unsigned)n), 256, shm, c->stream, a);
         st = CUDA_LAUNCHED(be, "attention: split kernel");
         if (st) return st;
-        k_att_combine<<<dim3((unsigned)n_head, (unsigned)n), 256, 0, c->stream>>>(a);
+        cuda_launch(k_att_combine, dim3((unsigned)n_head, (unsigned)n), 256, 0, c->stream, a);
         st = CUDA_LAUNCHED(be, "attention: combine kernel");
         if (st) return st;
     }

@@ -50,6 +50,90 @@ memra_status cuda_ws_reserve(memra_backend *be, size_t bytes);
 
 #define CUDA_INVALID(be, ...) cuda_fail((be), MEMRA_ERR_INVALID, __VA_ARGS__)
 
+/* ---- programmatic dependent launch (PDL) ----
+ *
+ * A decode step is ~240-470 small kernels in a row, each of which used to
+ * start only after the previous one had drained: the ramp-up and tail of every
+ * kernel left HBM idle. With PDL (sm_90+), every kernel of this folder is
+ * launched by cuda_launch with programmatic stream serialization and calls
+ * pdl_start() first:
+ *  - griddepcontrol.launch_dependents lets the NEXT kernel's blocks be
+ *    scheduled as soon as every block of this one is resident, so they fill
+ *    the SMs this kernel's tail leaves idle;
+ *  - before griddepcontrol.wait, a kernel may only read what no earlier kernel
+ *    of the step writes: the matvecs use that window to pull their first
+ *    weight bytes into L2 (prefetch_l2), so the HBM stream continues across
+ *    kernel boundaries;
+ *  - griddepcontrol.wait returns when the previous kernel has completed and
+ *    its writes are visible. That kernel waited for its own predecessor in
+ *    turn, so everything before is complete too.
+ * Nothing is written before the wait, and results do not change: the same
+ * instructions run on the same data; only the start times move. Launched
+ * without the attribute (sm_80, or MEMRA_PDL unset: the default until it
+ * measures faster), the wait returns at once. */
+extern int cuda_pdl; /* 1: launch with PDL (sm_90+ and MEMRA_PDL=1), set at backend init */
+
+__device__ __forceinline__ void pdl_trigger(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(MEMRA_PDL_NO_TRIGGER)
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Every kernel's first statement unless it has a prologue (then
+ * pdl_trigger(), the prologue, pdl_wait()). */
+__device__ __forceinline__ void pdl_start(void) {
+    pdl_trigger();
+    pdl_wait();
+}
+
+/* Pulls [p, p + bytes) into L2 without registers (sm_90 bulk prefetch;
+ * nothing on older parts). p 16-byte aligned; bytes rounded down to 16. */
+__device__ __forceinline__ void prefetch_l2(const void *p, uint64_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint8_t *b = (const uint8_t *)p;
+    while (bytes >= 16) {
+        const uint32_t n = bytes > 65536 ? 65536u : (uint32_t)(bytes & ~(uint64_t)15);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b), "r"(n) : "memory");
+        b += n, bytes -= n;
+    }
+#endif
+}
+
+/* The most bytes one block prefetches in its PDL prologue (0: none),
+ * passed to the kernels in their arguments; MEMRA_PF=BYTES at backend init
+ * overrides the default (measurements: bench/results). */
+extern uint32_t cuda_pf_cap;
+
+/* One block of a weight-streaming kernel prefetches its first `cap` bytes
+ * of [p, p + bytes) in 4 KiB pieces spread over its threads (a PDL
+ * prologue). */
+__device__ __forceinline__ void prefetch_l2_block(const void *p, uint64_t bytes, uint64_t cap) {
+    if (bytes > cap) bytes = cap;
+    const uint64_t beg = (uintptr_t)p & ~(uint64_t)15, end = ((uintptr_t)p + bytes) & ~(uint64_t)15;
+    for (uint64_t o = beg + 4096 * (uint64_t)threadIdx.x; o < end; o += 4096 * (uint64_t)blockDim.x)
+        prefetch_l2((const void *)o, end - o < 4096 ? end - o : 4096);
+}
+
+/* kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute when
+ * cuda_pdl is set. */
+template <typename... P, typename... A>
+static inline void cuda_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                               A &&...args) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
+    cfg.attrs = at, cfg.numAttrs = cuda_pdl ? 1 : 0;
+    (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...);
+}
+
 static inline int cuda_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* ---- device helpers ---- */

@@ -251,6 +251,9 @@ static void c_destroy(memra_backend *be) {
  * memra_backend_ops elsewhere cannot shift ours. */
 static memra_backend_ops cuda_ops;
 
+int cuda_pdl;
+uint32_t cuda_pf_cap = 0;
+
 static void cuda_ops_fill(memra_backend_ops *o) {
     memset(o, 0, sizeof *o);
     o->alloc = c_alloc;
@@ -326,6 +329,13 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
         return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: stream: %s", cudaGetErrorString(e));
     }
     if (!cuda_ops.alloc) cuda_ops_fill(&cuda_ops);
+    /* PDL (common.cuh) needs sm_90; off unless MEMRA_PDL=1: with every kernel
+     * triggering its dependents at its start, decode measured 5-7% slower on
+     * the H200 (bench/results/2026-12-03-h200.md) */
+    const char *pdl = getenv("MEMRA_PDL");
+    cuda_pdl = prop.major >= 9 && pdl && strcmp(pdl, "1") == 0;
+    const char *pf = getenv("MEMRA_PF");
+    if (pf && *pf) cuda_pf_cap = (uint32_t)strtoul(pf, NULL, 10);
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->impl = c;

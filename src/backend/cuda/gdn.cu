@@ -81,6 +81,7 @@ typedef struct gdn_args {
     int64_t conv_dim;
     int32_t n_k, n_v, kv_tiled, dc;
     float eps, l2_eps;
+    uint32_t pf; /* PDL prologue prefetch cap (common.cuh) */
 } gdn_args;
 
 /* n consecutive floats, as one float4 / float2 load where n allows it
@@ -145,6 +146,13 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
     __shared__ float vs[CB], os[CB], red[8];
     __shared__ int last_key, last_head;
     const int h = blockIdx.x / GDN_NS, sp = blockIdx.x % GDN_NS, s = blockIdx.y;
+    pdl_trigger();
+    /* PDL prologue: this block's slice of the recurrent state into L2. The
+     * previous step wrote it, and the slot table is uploaded before a step's
+     * first kernel; an L2 prefetch cannot read stale data in any case. */
+    prefetch_l2_block(a.ssm_state + (((int64_t)a.slot[s] * a.n_v + h) * DV + sp * CB) * DK,
+                      (uint64_t)CB * DK * sizeof(float), a.pf);
+    pdl_wait();
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tid = threadIdx.x;
     const int kh = a.kv_tiled ? h % a.n_k : h / (a.n_v / a.n_k);
     const int64_t key_dim = (int64_t)a.n_k * DK, vdim = (int64_t)a.n_v * DV;
@@ -306,6 +314,7 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
     a.dc = p->d_conv;
     a.eps = p->eps;
     a.l2_eps = p->l2_eps;
+    a.pf = cuda_pf_cap;
     /* sequences in launches of at most GDN_MAX_COUNTERS / n_v (the counters' capacity) */
     int32_t per = GDN_MAX_COUNTERS / p->n_v;
     if (per > 65535) per = 65535;
@@ -313,7 +322,7 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
         int32_t n = b->n_seqs - s0 < per ? b->n_seqs - s0 : per;
         a.seq_start = b->d_seq_start + s0;
         a.slot = b->d_slot + s0;
-        kern<<<dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), 256, 0, c->stream>>>(a);
+        cuda_launch(kern, dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), 256, 0, c->stream, a);
         st = CUDA_LAUNCHED(be, "gdn");
         if (st) return st;
     }

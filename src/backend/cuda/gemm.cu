@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(256, 1)
     k_gemm(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out, const float *__restrict__ x,
            float *__restrict__ y, int64_t T, int accumulate) {
     extern __shared__ __align__(16) __half g_sm[];
+    pdl_start();
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN;
 
@@ -250,17 +251,18 @@ static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t 
         attr_set = true;
     }
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    k_gemm<TYPE, NW><<<grid, 256, smem, s>>>(W, rb, in, n_out, x, y, T, accumulate);
+    cuda_launch(k_gemm<TYPE, NW>, grid, 256, smem, s, W, rb, in, n_out, x, y, T, accumulate);
     return cudaSuccess;
 }
 
-/* n_out <= G_MV_MAX_ROWS: matmul.cu's T >= 16 matvec configuration (a warp per row, 16 tokens per block) */
+/* n_out <= G_MV_MAX_ROWS: matmul.cu's matvec (matvec.cuh) with 16 tokens per block */
 template <int TYPE>
 static cudaError_t launch_narrow(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x, float *y,
                                  int64_t T, int accumulate, cudaStream_t s) {
-    typedef mv_config<TYPE, 16> C;
-    dim3 grid((unsigned)((n_out + C::WARPS - 1) / C::WARPS), (unsigned)((T + 15) / 16));
-    k_matvec<TYPE, 16, 1, C::WARPS, C::U1><<<grid, 32 * C::WARPS, 0, s>>>(W, rb, in, n_out, x, y, T, accumulate);
+    mv_multi_args a = {};
+    a.W[0] = W, a.n_out[0] = n_out, a.y[0] = y;
+    a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate;
+    launch_multi_type<TYPE>(a, 1, false, x, s);
     return cudaSuccess;
 }
 

@@ -9,7 +9,7 @@
  * Q4_K rows of a multiple of 256 take the tensor-core matvec
  * instead (mmv.cuh: one launch; the activations are converted inside it),
  * with the same property. MEMRA_MMV=0 in the environment (read at the first
- * matmul) sends them to k_matvec too: a fallback switch on the device, no
+ * matmul) sends them to k_matvec_multi too: a fallback switch on the device, no
  * rebuild needed.
  *
  * Prefill (T >= MM_TC_MIN_T) goes to the tensor-core GEMM (gemm.cu,
@@ -24,123 +24,6 @@
 #include "backend/cuda/ops.cuh"
 
 #define MM_TC_MIN_T 16
-
-/* T < 16: k_matvec (matvec.cuh) with the production configuration
- * mv_config<TYPE, NT>, tokens taken NT = 1, 2, 4, 8 or 16 at a time. */
-template <int TYPE, int NT>
-static void launch_matvec(const uint8_t *W, size_t row_bytes, int64_t in, int64_t n_out, const float *x, float *y,
-                          int64_t T, int accumulate, cudaStream_t s) {
-    typedef mv_config<TYPE, NT> C;
-    unsigned gy = (unsigned)((T + NT - 1) / NT);
-    if (C::R > 1 && n_out >= C::R * C::MIN_WARPS) {
-        dim3 grid((unsigned)((n_out + C::WARPS * C::R - 1) / (C::WARPS * C::R)), gy);
-        k_matvec<TYPE, NT, C::R, C::WARPS, C::U><<<grid, 32 * C::WARPS, 0, s>>>(W, row_bytes, in, n_out, x, y, T,
-                                                                                 accumulate);
-    } else {
-        dim3 grid((unsigned)((n_out + C::WARPS - 1) / C::WARPS), gy);
-        k_matvec<TYPE, NT, 1, C::WARPS, C::U1><<<grid, 32 * C::WARPS, 0, s>>>(W, row_bytes, in, n_out, x, y, T,
-                                                                               accumulate);
-    }
-}
-
-template <int TYPE>
-static void launch_matmul(const uint8_t *W, size_t row_bytes, int64_t in, int64_t n_out, const float *x, float *y,
-                          int64_t T, int accumulate, cudaStream_t s) {
-    if (T == 1) {
-        launch_matvec<TYPE, 1>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
-    } else if (T == 2) {
-        launch_matvec<TYPE, 2>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
-    } else if (T <= 4) {
-        launch_matvec<TYPE, 4>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
-    } else if (T <= 8) {
-        launch_matvec<TYPE, 8>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
-    } else {
-        launch_matvec<TYPE, 16>(W, row_bytes, in, n_out, x, y, T, accumulate, s);
-    }
-}
-
-/* matmul_multi and matmul_swiglu on the k_matvec path (the types without a
- * tensor-core matvec): one launch over up to 4 weights of one type and row
- * length. Block b belongs to weight i for blk0[i] <= b < blk0[i + 1] and
- * covers the rows k_matvec's block b - blk0[i] would; swiglu: one weight
- * pair, each warp computes gate row o (rows[0]) and up row o (rows[1]) and
- * writes silu(g) * u (misc.cu k_swiglu's expression) to y[0]. warp_rows_dot
- * gives every row the bits of k_matvec, whatever R and the other rows of the
- * warp, so the fused launches equal the separate matmuls bit for bit. */
-struct mv_multi_args {
-    const uint8_t *W[4];
-    int64_t n_out[4];
-    float *y[4];
-    int blk0[5];
-    size_t row_bytes;
-    int64_t in, T;
-};
-
-template <int TYPE, int NT, int R, int WARPS, int U, bool SWIGLU>
-__global__ void __launch_bounds__(32 * WARPS) k_matvec_multi(mv_multi_args a, const float *__restrict__ x) {
-    int wi = 0;
-    while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
-    const int64_t n_out = a.n_out[wi];
-    constexpr int RO = SWIGLU ? 1 : R; /* output rows per warp */
-    const int64_t row0 = ((int64_t)((int)blockIdx.x - a.blk0[wi]) * WARPS + (threadIdx.x >> 5)) * RO;
-    if (row0 >= n_out) return;
-    const int64_t t0 = (int64_t)blockIdx.y * NT;
-    const int nt = (int)min((int64_t)NT, a.T - t0);
-    const uint8_t *rows[R];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        rows[r] = SWIGLU ? a.W[r] + row0 * (int64_t)a.row_bytes
-                         : a.W[wi] + min(row0 + r, n_out - 1) * (int64_t)a.row_bytes;
-    float res[NT][R];
-    warp_rows_dot<TYPE, NT, R, U>(rows, a.in / 32, x + t0 * a.in, a.in, nt, res);
-    if ((threadIdx.x & 31) != 0) return;
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        if (t >= nt) continue;
-        if constexpr (SWIGLU) {
-            a.y[0][(t0 + t) * n_out + row0] = silu_f(res[t][0]) * res[t][1];
-        } else {
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (row0 + r < n_out) a.y[wi][(t0 + t) * n_out + row0 + r] = res[t][r];
-        }
-    }
-}
-
-/* n weights in a (swiglu: the pair, n = 1), tokens NT at a time; R as
- * launch_matvec picks it from the rows of the whole launch. */
-template <int TYPE, int NT>
-static void launch_matvec_multi(mv_multi_args a, int n, bool swiglu, const float *x, cudaStream_t s) {
-    typedef mv_config<TYPE, NT> C;
-    const dim3 block(32 * C::WARPS);
-    const unsigned gy = (unsigned)((a.T + NT - 1) / NT);
-    if (swiglu) {
-        a.blk0[0] = 0, a.blk0[1] = a.blk0[2] = a.blk0[3] = a.blk0[4] = (int)((a.n_out[0] + C::WARPS - 1) / C::WARPS);
-        k_matvec_multi<TYPE, NT, 2, C::WARPS, C::U, true><<<dim3((unsigned)a.blk0[1], gy), block, 0, s>>>(a, x);
-        return;
-    }
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) total += a.n_out[i];
-    const bool use_r = C::R > 1 && total >= C::R * C::MIN_WARPS;
-    const int64_t rows_per_block = (int64_t)C::WARPS * (use_r ? C::R : 1);
-    a.blk0[0] = 0;
-    for (int i = 0; i < 4; i++)
-        a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + rows_per_block - 1) / rows_per_block) : 0);
-    const dim3 grid((unsigned)a.blk0[n], gy);
-    if (use_r)
-        k_matvec_multi<TYPE, NT, C::R, C::WARPS, C::U, false><<<grid, block, 0, s>>>(a, x);
-    else
-        k_matvec_multi<TYPE, NT, 1, C::WARPS, C::U1, false><<<grid, block, 0, s>>>(a, x);
-}
-
-template <int TYPE>
-static void launch_multi_type(const mv_multi_args &a, int n, bool swiglu, const float *x, cudaStream_t s) {
-    if (a.T == 1) launch_matvec_multi<TYPE, 1>(a, n, swiglu, x, s);
-    else if (a.T == 2) launch_matvec_multi<TYPE, 2>(a, n, swiglu, x, s);
-    else if (a.T <= 4) launch_matvec_multi<TYPE, 4>(a, n, swiglu, x, s);
-    else if (a.T <= 8) launch_matvec_multi<TYPE, 8>(a, n, swiglu, x, s);
-    else launch_matvec_multi<TYPE, 16>(a, n, swiglu, x, s);
-}
 
 /* One k_matvec_multi launch (T < 16) for the n weights in a of one type. */
 static memra_status matvec_multi_run(memra_backend *be, uint32_t type, const mv_multi_args &a, int n, bool swiglu,
@@ -215,16 +98,10 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
         a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate;
         return mmv_run(be, &a, 1);
     }
-    cudaStream_t s = cuda_of(be)->stream;
-    const uint8_t *W = (const uint8_t *)w->data;
-    switch (w->type) {
-#define MM_CASE(TY) \
-    case TY: launch_matmul<TY>(W, rb, in, n_out, x, y, T, accumulate, s); break;
-        CUDA_FOR_EACH_TYPE(MM_CASE)
-#undef MM_CASE
-    default: return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "matmul %s: unsupported type", w->name ? w->name : "?");
-    }
-    return CUDA_LAUNCHED(be, "matmul");
+    mv_multi_args a = {};
+    a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
+    a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate;
+    return matvec_multi_run(be, w->type, a, 1, false, x);
 }
 
 /* y_i = W_i x: at T < 16 one launch per distinct type and path (all
@@ -238,7 +115,7 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
     for (int i = 0; i < n; i++) {
         memra_status st = mm_check(be, w[i], x, T);
         if (st) return st;
-        /* 1: tensor-core matvec, 2: k_matvec, 0: cuda_op_matmul alone */
+        /* 1: tensor-core matvec, 2: k_matvec_multi, 0: cuda_op_matmul alone */
         fused[i] = T > 0 && T < MM_TC_MIN_T && w[i]->ne[0] == w[0]->ne[0] ? (mmv_use(w[i]->type, w[i]->ne[0]) ? 1 : 2)
                                                                            : 0;
     }

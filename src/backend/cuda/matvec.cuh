@@ -13,8 +13,8 @@
  * whatever batch it is computed in (batch invariance). FMAs are written out
  * (fmaf) so the compiler cannot contract differently per NT.
  *
- * warp_row_dot (one row; moe.cu) and warp_rows_dot + k_matvec (R rows per
- * warp; matmul.cu's T < 16 path) do the same operations per row, so the two
+ * warp_row_dot (one row; moe.cu) and warp_rows_dot + k_matvec_multi (R rows
+ * per warp; matmul.cu's T < 16 path) do the same operations per row, so the two
  * give the same bits. The T = 1 path is issue-bound for the quantized types
  * (~4 instructions per weight with fp32 activations; bench/results/matvec.md).
  *
@@ -23,6 +23,7 @@
 #ifndef MEMRA_CUDA_MATVEC_CUH
 #define MEMRA_CUDA_MATVEC_CUH
 
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/quant.cuh"
 
 template <int TYPE, int NT>
@@ -123,34 +124,69 @@ __device__ __forceinline__ void warp_rows_dot(const uint8_t *const *rows, int64_
         for (int r = 0; r < R; r++) res[t][r] = warp_sum(__fadd_rn(acc[t][r][0], acc[t][r][1]));
 }
 
-/* Launch contract: grid (ceil(n_out / (WARPS * R)), ceil(T / NT)), block
- * 32 * WARPS, U weight steps fetched ahead. Warp w of block (bx, by) owns output rows (bx * WARPS + w) * R
- * .. + R (those < n_out) for tokens [by * NT, by * NT + NT) ∩ [0, T); lane 0
- * writes. W rows row_bytes apart, W 256-byte aligned (cudaMalloc; the
- * Q4_K/Q5_K/IQ4_XS/NVFP4/Q2_K decoders use aligned wide loads); x rows `in`
- * floats apart, 16-byte aligned; in % 32 == 0 (the type's block size). */
-template <int TYPE, int NT, int R, int WARPS, int U>
-__global__ void __launch_bounds__(32 * WARPS)
-    k_matvec(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out, const float *__restrict__ x,
-             float *__restrict__ y, int64_t T, int accumulate) {
-    int64_t row0 = ((int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5)) * R;
+/* The k_matvec launch: up to 4 weights of one type and row length in one
+ * grid. Block b belongs to weight i for blk0[i] <= b < blk0[i + 1] and owns
+ * rows (b - blk0[i]) * WARPS * R .. + WARPS * R of it (warp w: R rows from
+ * (b - blk0[i]) * WARPS * R + w * R) for tokens [by * NT, by * NT + NT) ∩
+ * [0, T). accumulate: y += instead of y =. SWIGLU: one weight pair (W[0] =
+ * gate, W[1] = up), each warp computes gate row o (rows[0]) and up row o
+ * (rows[1]) and writes silu(g) * u (misc.cu k_swiglu's expression) to y[0].
+ * warp_rows_dot gives every row the same bits whatever R, the other rows of
+ * its warp and the other weights of the launch, so matmul, matmul_multi and
+ * matmul_swiglu agree bit for bit. */
+struct mv_multi_args {
+    const uint8_t *W[4];
+    int64_t n_out[4];
+    float *y[4];
+    int blk0[5];
+    size_t row_bytes;
+    int64_t in, T;
+    int accumulate;
+    uint32_t pf; /* PDL prologue prefetch cap (common.cuh), set by the launchers */
+};
+
+/* Launch contract: grid (blk0[4], ceil(T / NT)), block 32 * WARPS, W rows
+ * row_bytes apart and 16-byte aligned (cudaMalloc; the Q4_K/Q5_K/IQ4_XS/
+ * NVFP4/Q2_K decoders use aligned wide loads); x rows `in` floats apart,
+ * 16-byte aligned; in % 32 == 0 (the type's block size). */
+template <int TYPE, int NT, int R, int WARPS, int U, bool SWIGLU>
+__global__ void __launch_bounds__(32 * WARPS) k_matvec_multi(mv_multi_args a, const float *__restrict__ x) {
+    pdl_trigger();
+    int wi = 0;
+    while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
+    const int64_t n_out = a.n_out[wi];
+    constexpr int RO = SWIGLU ? 1 : R; /* output rows per warp */
+    const int64_t blk_row = (int64_t)((int)blockIdx.x - a.blk0[wi]) * WARPS * RO;
+    if (blockIdx.y == 0 && blk_row < n_out) { /* PDL prologue: the weights only */
+        const int64_t nr = n_out - blk_row < WARPS * RO ? n_out - blk_row : WARPS * RO;
+        for (int i = 0; i < (SWIGLU ? 2 : 1); i++)
+            prefetch_l2_block(a.W[SWIGLU ? i : wi] + blk_row * (int64_t)a.row_bytes, (uint64_t)nr * a.row_bytes,
+                              a.pf);
+    }
+    pdl_wait();
+    const int64_t row0 = blk_row + (int64_t)(threadIdx.x >> 5) * RO;
     if (row0 >= n_out) return;
-    int64_t t0 = (int64_t)blockIdx.y * NT;
-    int nt = (int)min((int64_t)NT, T - t0);
+    const int64_t t0 = (int64_t)blockIdx.y * NT;
+    const int nt = (int)min((int64_t)NT, a.T - t0);
     const uint8_t *rows[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = W + min(row0 + r, n_out - 1) * row_bytes;
+    for (int r = 0; r < R; r++)
+        rows[r] = SWIGLU ? a.W[r] + row0 * (int64_t)a.row_bytes
+                         : a.W[wi] + min(row0 + r, n_out - 1) * (int64_t)a.row_bytes;
     float res[NT][R];
-    warp_rows_dot<TYPE, NT, R, U>(rows, in / 32, x + t0 * in, in, nt, res);
-    if ((threadIdx.x & 31) == 0) {
+    warp_rows_dot<TYPE, NT, R, U>(rows, a.in / 32, x + t0 * a.in, a.in, nt, res);
+    if ((threadIdx.x & 31) != 0) return;
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
+    for (int t = 0; t < NT; t++) {
+        if (t >= nt) continue;
+        if constexpr (SWIGLU) {
+            a.y[0][(t0 + t) * n_out + row0] = silu_f(res[t][0]) * res[t][1];
+        } else {
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                if (t < nt && row0 + r < n_out) {
-                    float *yp = y + (t0 + t) * n_out + row0 + r;
-                    *yp = accumulate ? *yp + res[t][r] : res[t][r];
-                }
+                if (row0 + r >= n_out) continue;
+                float *yp = a.y[wi] + (t0 + t) * n_out + row0 + r;
+                *yp = a.accumulate ? *yp + res[t][r] : res[t][r];
             }
         }
     }
@@ -172,5 +208,43 @@ struct mv_config {
     static constexpr int U1 = 1;
     static constexpr int64_t MIN_WARPS = NT == 1 ? 132 * 32 : 0; /* T > 1: x traffic needs R = 2 */
 };
+
+/* n weights in a (swiglu: the pair, n = 1), tokens NT at a time, with the
+ * production configuration mv_config<TYPE, NT>; R from the rows of the
+ * whole launch (R only changes speed, never a row's bits). */
+template <int TYPE, int NT>
+static void launch_matvec_multi(mv_multi_args a, int n, bool swiglu, const float *x, cudaStream_t s) {
+    typedef mv_config<TYPE, NT> C;
+    a.pf = cuda_pf_cap;
+    const dim3 block(32 * C::WARPS);
+    const unsigned gy = (unsigned)((a.T + NT - 1) / NT);
+    if (swiglu) {
+        a.blk0[0] = 0, a.blk0[1] = a.blk0[2] = a.blk0[3] = a.blk0[4] = (int)((a.n_out[0] + C::WARPS - 1) / C::WARPS);
+        cuda_launch(k_matvec_multi<TYPE, NT, 2, C::WARPS, C::U, true>, dim3((unsigned)a.blk0[1], gy), block, 0, s, a, x);
+        return;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += a.n_out[i];
+    const bool use_r = C::R > 1 && total >= C::R * C::MIN_WARPS;
+    const int64_t rows_per_block = (int64_t)C::WARPS * (use_r ? C::R : 1);
+    a.blk0[0] = 0;
+    for (int i = 0; i < 4; i++)
+        a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + rows_per_block - 1) / rows_per_block) : 0);
+    const dim3 grid((unsigned)a.blk0[n], gy);
+    if (use_r)
+        cuda_launch(k_matvec_multi<TYPE, NT, C::R, C::WARPS, C::U, false>, grid, block, 0, s, a, x);
+    else
+        cuda_launch(k_matvec_multi<TYPE, NT, 1, C::WARPS, C::U1, false>, grid, block, 0, s, a, x);
+}
+
+/* The token bucket NT = 1, 2, 4, 8 or 16 (T >= 16: 16 at a time) for a.T. */
+template <int TYPE>
+static void launch_multi_type(const mv_multi_args &a, int n, bool swiglu, const float *x, cudaStream_t s) {
+    if (a.T == 1) launch_matvec_multi<TYPE, 1>(a, n, swiglu, x, s);
+    else if (a.T == 2) launch_matvec_multi<TYPE, 2>(a, n, swiglu, x, s);
+    else if (a.T <= 4) launch_matvec_multi<TYPE, 4>(a, n, swiglu, x, s);
+    else if (a.T <= 8) launch_matvec_multi<TYPE, 8>(a, n, swiglu, x, s);
+    else launch_matvec_multi<TYPE, 16>(a, n, swiglu, x, s);
+}
 
 #endif

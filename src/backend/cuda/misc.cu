@@ -13,6 +13,7 @@
 template <int TYPE>
 __global__ void __launch_bounds__(128) k_embed(const uint8_t *__restrict__ table, size_t row_bytes, int64_t n_vocab,
                                                const int32_t *__restrict__ tokens, int64_t H, float *__restrict__ out) {
+    pdl_start();
     int64_t t = blockIdx.x;
     int32_t id = tokens[t];
     float *o = out + t * H;
@@ -42,7 +43,7 @@ memra_status cuda_op_embed(memra_backend *be, const memra_weight *table, const m
     const uint8_t *W = (const uint8_t *)table->data;
     switch (table->type) {
 #define EMB_CASE(TY) \
-    case TY: k_embed<TY><<<(unsigned)T, 128, 0, s>>>(W, rb, table->ne[1], b->d_tokens, H, out); break;
+    case TY: cuda_launch(k_embed<TY>, (unsigned)T, 128, 0, s, W, rb, table->ne[1], b->d_tokens, H, out); break;
         CUDA_FOR_EACH_TYPE(EMB_CASE)
 #undef EMB_CASE
     default: return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "embed: type %s", memra_type_name(table->type));
@@ -60,6 +61,7 @@ static unsigned ew_blocks(int64_t n) {
 /* Launch contract (all elementwise kernels): 1-D grid-stride loop, block 256;
  * thread i handles elements i, i + gridDim*256, ...; no alignment needed. */
 __global__ void k_add(float *__restrict__ y, const float *__restrict__ x, int64_t n) {
+    pdl_start();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] += x[i];
 }
@@ -67,12 +69,13 @@ __global__ void k_add(float *__restrict__ y, const float *__restrict__ x, int64_
 memra_status cuda_op_add(memra_backend *be, float *y, const float *x, int64_t n) {
     if (n < 0) return CUDA_INVALID(be, "add: n = %lld", (long long)n);
     if (n == 0) return MEMRA_OK;
-    k_add<<<ew_blocks(n), 256, 0, cuda_of(be)->stream>>>(y, x, n);
+    cuda_launch(k_add, ew_blocks(n), 256, 0, cuda_of(be)->stream, y, x, n);
     return CUDA_LAUNCHED(be, "add");
 }
 
 __global__ void k_add_sigmoid_scaled(float *__restrict__ y, const float *__restrict__ x,
                                      const float *__restrict__ gate, int64_t gate_stride, int64_t n, int64_t total) {
+    pdl_start();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / n;
@@ -84,12 +87,13 @@ memra_status cuda_op_add_sigmoid_scaled(memra_backend *be, float *y, const float
                                         int64_t gate_stride, int64_t n, int64_t T) {
     if (n < 0 || T < 0) return CUDA_INVALID(be, "add_sigmoid_scaled: n = %lld, T = %lld", (long long)n, (long long)T);
     if (n == 0 || T == 0) return MEMRA_OK;
-    k_add_sigmoid_scaled<<<ew_blocks(n * T), 256, 0, cuda_of(be)->stream>>>(y, x, gate, gate_stride, n, n * T);
+    cuda_launch(k_add_sigmoid_scaled, ew_blocks(n * T), 256, 0, cuda_of(be)->stream, y, x, gate, gate_stride, n, n * T);
     return CUDA_LAUNCHED(be, "add_sigmoid_scaled");
 }
 
 __global__ void k_swiglu(const float *__restrict__ gate, const float *__restrict__ up, float *__restrict__ out,
                          int64_t total) {
+    pdl_start();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x)
         out[i] = silu_f(gate[i]) * up[i];
@@ -98,7 +102,7 @@ __global__ void k_swiglu(const float *__restrict__ gate, const float *__restrict
 memra_status cuda_op_swiglu(memra_backend *be, const float *gate, const float *up, float *out, int64_t n, int64_t T) {
     if (n < 0 || T < 0) return CUDA_INVALID(be, "swiglu: n = %lld, T = %lld", (long long)n, (long long)T);
     if (n == 0 || T == 0) return MEMRA_OK;
-    k_swiglu<<<ew_blocks(n * T), 256, 0, cuda_of(be)->stream>>>(gate, up, out, n * T);
+    cuda_launch(k_swiglu, ew_blocks(n * T), 256, 0, cuda_of(be)->stream, gate, up, out, n * T);
     return CUDA_LAUNCHED(be, "swiglu");
 }
 
@@ -116,6 +120,7 @@ __device__ __forceinline__ void am_take(float *bv, int *bi, float v, int i) {
 }
 
 __global__ void __launch_bounds__(1024) k_argmax(const float *__restrict__ logits, int64_t n, int32_t *__restrict__ out) {
+    pdl_start();
     __shared__ float sv[32];
     __shared__ int si[32];
     const float *l = logits + (int64_t)blockIdx.x * n;
@@ -148,6 +153,6 @@ memra_status cuda_op_argmax(memra_backend *be, const float *logits, int64_t n, i
     if (n <= 0 || n > INT32_MAX || T < 0 || T > INT32_MAX)
         return CUDA_INVALID(be, "argmax: n = %lld, T = %lld", (long long)n, (long long)T);
     if (T == 0) return MEMRA_OK;
-    k_argmax<<<(unsigned)T, 1024, 0, cuda_of(be)->stream>>>(logits, n, out);
+    cuda_launch(k_argmax, (unsigned)T, 1024, 0, cuda_of(be)->stream, logits, n, out);
     return CUDA_LAUNCHED(be, "argmax");
 }

@@ -1,7 +1,7 @@
 /* The decode matvec (T < 16) on the tensor cores, Q4_K
  * (bench/results/matvec.md).
  *
- * k_matvec (matvec.cuh) dequantizes every weight to fp32 and is issue-bound
+ * k_matvec_multi (matvec.cuh) dequantizes every weight to fp32 and is issue-bound
  * at ~4 instructions per weight. Here a warp multiplies 16-row tiles with
  * mma.sync m16n8k16 (fp16 x fp16 -> fp32):
  *  - A = the weights as EXACT small integers in fp16, built from the GGUF
@@ -286,6 +286,7 @@ struct mmv_args {
     int T;
     int accumulate;
     int swiglu;
+    uint32_t pf; /* PDL prologue prefetch cap (common.cuh), set by mmv_launch_ng */
 };
 
 /* Launch contract: grid (blk0[4]), block 32 * ks (ks = mmv_ks(in / 256) in
@@ -298,9 +299,16 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 ? 2 : 1) k_mmv(mmv_ar
     extern __shared__ uint32_t mmv_sh[];
     const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
+    pdl_trigger();
     int wi = 0;
     while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
     const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 32);
+    for (int i = 0; i < (a.swiglu ? 2 : 1); i++) { /* PDL prologue: this block's weight rows into L2 */
+        const int w = a.swiglu ? i : wi;
+        const int64_t nr = a.n_out[w] - tile0 < (a.swiglu ? 16 : 32) ? a.n_out[w] - tile0 : (a.swiglu ? 16 : 32);
+        prefetch_l2_block(a.W[w] + tile0 * (int64_t)a.row_bytes, (uint64_t)nr * a.row_bytes, a.pf);
+    }
+    pdl_wait();
     const int nsb = (int)(a.in / 256);
     const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
     const uint8_t *rows[2][2];
@@ -377,14 +385,15 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 ? 2 : 1) k_mmv(mmv_ar
 }
 
 template <int NG, int PD>
-static void mmv_launch_ng(const mmv_args &a, cudaStream_t s, int ks) {
+static void mmv_launch_ng(mmv_args a, cudaStream_t s, int ks) {
+    a.pf = cuda_pf_cap;
     static bool attr_set; /* the opt-in above 48 KiB, once per instantiation */
     if (!attr_set) {
         cudaFuncSetAttribute(k_mmv<NG, PD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)mmv_smem_bytes(NG, MMV_KS_MAX));
         attr_set = true;
     }
-    k_mmv<NG, PD><<<(unsigned)a.blk0[4], 32u * (unsigned)ks, mmv_smem_bytes(NG, ks), s>>>(a);
+    cuda_launch(k_mmv<NG, PD>, (unsigned)a.blk0[4], 32u * (unsigned)ks, mmv_smem_bytes(NG, ks), s, a);
 }
 
 /* ks: the K split, mmv_ks(in / 256) unless a lab overrides it for timing

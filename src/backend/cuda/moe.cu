@@ -80,6 +80,7 @@ __device__ void warp_route(const float *__restrict__ l, int E, int K, float *p, 
 /* Launch contract: grid (T), block 32; block t routes token t. */
 __global__ void __launch_bounds__(32) k_moe_route(const float *__restrict__ logits, int32_t n_expert, int32_t n_used,
                                                   int32_t *__restrict__ ids, float *__restrict__ w) {
+    pdl_start();
     __shared__ float p[MOE_MAX_EXPERT];
     __shared__ int32_t sid[MOE_MAX_USED];
     __shared__ float sw[MOE_MAX_USED];
@@ -95,7 +96,7 @@ memra_status cuda_op_moe_route(memra_backend *be, const float *logits, int64_t T
         return CUDA_INVALID(be, "moe_route: n_expert %d (<= %d), n_used %d (<= %d), T %lld", n_expert, MOE_MAX_EXPERT,
                             n_used, MOE_MAX_USED, (long long)T);
     if (T == 0) return MEMRA_OK;
-    k_moe_route<<<(unsigned)T, 32, 0, cuda_of(be)->stream>>>(logits, n_expert, n_used, ids, w);
+    cuda_launch(k_moe_route, (unsigned)T, 32, 0, cuda_of(be)->stream, logits, n_expert, n_used, ids, w);
     return CUDA_LAUNCHED(be, "moe_route");
 }
 
@@ -110,6 +111,7 @@ template <int TYPE>
 __global__ void __launch_bounds__(32 * MOE_WARPS)
     k_moe_up(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t F, int32_t n_expert,
              const int32_t *__restrict__ ids, int32_t n_used, const float *__restrict__ x, float *__restrict__ y) {
+    pdl_start();
     int64_t row = (int64_t)blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
     if (row >= F) return;
     int j = blockIdx.y;
@@ -128,6 +130,7 @@ __global__ void __launch_bounds__(32 * MOE_WARPS)
 /* Launch contract: 1-D grid-stride, block 256: act[i] = silu(g[i]) * u[i]. */
 __global__ void k_moe_act(const float *__restrict__ g, const float *__restrict__ u, float *__restrict__ act,
                           int64_t n) {
+    pdl_start();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         act[i] = silu_f(g[i]) * u[i];
 }
@@ -140,6 +143,7 @@ __global__ void __launch_bounds__(32 * MOE_WARPS)
     k_moe_down(const uint8_t *__restrict__ W, size_t row_bytes, int64_t F, int64_t H, int32_t n_expert,
                const int32_t *__restrict__ ids, const float *__restrict__ wts, int32_t n_used,
                const float *__restrict__ act, float *__restrict__ out) {
+    pdl_start();
     int64_t row = (int64_t)blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
     if (row >= H) return;
     int64_t t = blockIdx.y;
@@ -196,7 +200,7 @@ memra_status cuda_op_moe_ffn(memra_backend *be, const memra_moe_params *p, const
         size_t rb = wu[i]->row_bytes;
         switch (wu[i]->type) {
 #define UP_CASE(TY) \
-    case TY: k_moe_up<TY><<<gu, 32 * MOE_WARPS, 0, s>>>(W, rb, H, F, E, ids, K, x, yu[i]); break;
+    case TY: cuda_launch(k_moe_up<TY>, gu, 32 * MOE_WARPS, 0, s, W, rb, H, F, E, ids, K, x, yu[i]); break;
             CUDA_FOR_EACH_TYPE(UP_CASE)
 #undef UP_CASE
         default: break;
@@ -204,14 +208,14 @@ memra_status cuda_op_moe_ffn(memra_backend *be, const memra_moe_params *p, const
         if ((st = CUDA_LAUNCHED(be, "moe_ffn: gate/up kernel"))) return st;
     }
     int64_t nb = (n + 255) / 256;
-    k_moe_act<<<(unsigned)(nb > 65535 * 16 ? 65535 * 16 : nb), 256, 0, s>>>(g, u, act, n);
+    cuda_launch(k_moe_act, (unsigned)(nb > 65535 * 16 ? 65535 * 16 : nb), 256, 0, s, g, u, act, n);
     if ((st = CUDA_LAUNCHED(be, "moe_ffn: act kernel"))) return st;
     dim3 gd((unsigned)((H + MOE_WARPS - 1) / MOE_WARPS), (unsigned)T);
     const uint8_t *Wd = (const uint8_t *)p->down_exps->data;
     size_t rbd = p->down_exps->row_bytes;
     switch (p->down_exps->type) {
 #define DN_CASE(TY) \
-    case TY: k_moe_down<TY><<<gd, 32 * MOE_WARPS, 0, s>>>(Wd, rbd, F, H, E, ids, w, K, act, out); break;
+    case TY: cuda_launch(k_moe_down<TY>, gd, 32 * MOE_WARPS, 0, s, Wd, rbd, F, H, E, ids, w, K, act, out); break;
         CUDA_FOR_EACH_TYPE(DN_CASE)
 #undef DN_CASE
     default: break;
@@ -247,7 +251,15 @@ __global__ void __launch_bounds__(32 * MOE_GU_WARPS)
     k_moe_block_gu(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu, const uint8_t *__restrict__ Sg,
                    const uint8_t *__restrict__ Su, size_t row_bytes, int64_t H, int64_t F, int64_t Fs, int32_t E,
                    int32_t K, const float *__restrict__ logits, const float *__restrict__ xn, float *__restrict__ act,
-                   int32_t *__restrict__ ids, float *__restrict__ wts) {
+                   int32_t *__restrict__ ids, float *__restrict__ wts, uint32_t pf) {
+    pdl_trigger();
+    const int64_t b0 = (int64_t)blockIdx.x * MOE_GU_WARPS * MOE_GU_F;
+    if (blockIdx.y == 0 && b0 < Fs) { /* PDL prologue: the shared expert's rows (the routed ones are not known yet) */
+        const int64_t nr = Fs - b0 < MOE_GU_WARPS * MOE_GU_F ? Fs - b0 : MOE_GU_WARPS * MOE_GU_F;
+        prefetch_l2_block(Sg + b0 * (int64_t)row_bytes, (uint64_t)nr * row_bytes, pf);
+        prefetch_l2_block(Su + b0 * (int64_t)row_bytes, (uint64_t)nr * row_bytes, pf);
+    }
+    pdl_wait();
     __shared__ float p[MOE_MAX_EXPERT];
     __shared__ int32_t sid[MOE_MAX_USED];
     __shared__ float sw[MOE_MAX_USED];
@@ -302,7 +314,13 @@ __global__ void __launch_bounds__(32 * MOE_DN_MAX_WARPS)
     k_moe_block_down(const uint8_t *__restrict__ Wd, size_t rb, const uint8_t *__restrict__ Sd, size_t rbs,
                      int64_t F, int64_t Fs, int64_t H, int32_t E, int32_t K, const int32_t *__restrict__ ids,
                      const float *__restrict__ wts, const float *__restrict__ act, const float *__restrict__ sg,
-                     int64_t sg_stride, float *__restrict__ x) {
+                     int64_t sg_stride, float *__restrict__ x, uint32_t pf) {
+    pdl_trigger();
+    if (blockIdx.y == 0 && Fs > 0) { /* PDL prologue: the shared expert's rows */
+        const int64_t q0 = (int64_t)blockIdx.x * MOE_DN_ROWS, nr = H - q0 < MOE_DN_ROWS ? H - q0 : MOE_DN_ROWS;
+        prefetch_l2_block(Sd + q0 * (int64_t)rbs, (uint64_t)nr * rbs, pf);
+    }
+    pdl_wait();
     __shared__ float part[MOE_MAX_USED + 1][MOE_DN_ROWS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     const int64_t t = blockIdx.y, r0 = (int64_t)blockIdx.x * MOE_DN_ROWS, n_rows = Fs + (int64_t)K * F;
@@ -385,8 +403,8 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
     switch (tgu) {
 #define GU_CASE(TY)                                                                                              \
     case TY:                                                                                                     \
-        k_moe_block_gu<TY><<<gu, 32 * MOE_GU_WARPS, 0, s>>>(Wg, Wu, Sg, Su, rb, H, F, Fs, E, K, logits, xn, act, \
-                                                            ids, w);                                             \
+        cuda_launch(k_moe_block_gu<TY>, gu, 32 * MOE_GU_WARPS, 0, s, Wg, Wu, Sg, Su, rb, H, F, Fs, E, K, logits, xn, act, \
+                                                            ids, w, cuda_pf_cap);                                             \
         break;
         CUDA_FOR_EACH_TYPE(GU_CASE)
 #undef GU_CASE
@@ -401,7 +419,7 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
     switch (td) {
 #define DN_CASE(TY)                                                                                                  \
     case TY:                                                                                                         \
-        k_moe_block_down<TY><<<gd, bd, 0, s>>>(Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w, act, sg, sg_stride, x); \
+        cuda_launch(k_moe_block_down<TY>, gd, bd, 0, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w, act, sg, sg_stride, x, cuda_pf_cap); \
         break;
         CUDA_FOR_EACH_TYPE(DN_CASE)
 #undef DN_CASE

@@ -41,6 +41,7 @@ template <int V>
 __global__ void __launch_bounds__(RMS_MAX_THREADS) k_rmsnorm(const float *x, int64_t x_stride,
                                                              const float *__restrict__ w, float *y, int64_t y_stride,
                                                              int64_t n, float eps) {
+    pdl_start();
     __shared__ float sh[32];
     const float *xr = x + (int64_t)blockIdx.x * x_stride;
     float *yr = y + (int64_t)blockIdx.x * y_stride;
@@ -111,8 +112,8 @@ memra_status cuda_op_rmsnorm(memra_backend *be, const float *x, int64_t x_stride
     /* x == y must be the same rows, not overlapping shifted ones */
     if (n % 4 == 0 && x_stride % 4 == 0 && y_stride % 4 == 0 && cuda_aligned16(x) && cuda_aligned16(y) &&
         cuda_aligned16(wd))
-        k_rmsnorm<4><<<(unsigned)n_rows, rmsnorm_threads(n / 4), 0, s>>>(x, x_stride, wd, y, y_stride, n, eps);
+        cuda_launch(k_rmsnorm<4>, (unsigned)n_rows, rmsnorm_threads(n / 4), 0, s, x, x_stride, wd, y, y_stride, n, eps);
     else
-        k_rmsnorm<1><<<(unsigned)n_rows, rmsnorm_threads(n), 0, s>>>(x, x_stride, wd, y, y_stride, n, eps);
+        cuda_launch(k_rmsnorm<1>, (unsigned)n_rows, rmsnorm_threads(n), 0, s, x, x_stride, wd, y, y_stride, n, eps);
     return CUDA_LAUNCHED(be, "rmsnorm");
 }

@@ -10,6 +10,7 @@
  * thread (h, j) rotates pair j of head h of token blockIdx.y. In place. */
 __global__ void k_rope_neox(float *x, const int32_t *__restrict__ pos, int64_t n_heads, int64_t head_stride,
                             int64_t tok_stride, int32_t n_rot, double log_theta) {
+    pdl_start();
     int64_t t = blockIdx.y;
     int half = n_rot / 2;
     int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -36,7 +37,7 @@ memra_status cuda_op_rope_neox(memra_backend *be, float *x, const memra_batch *b
     if (T <= 0) return MEMRA_OK;
     int64_t pairs = n_heads * (n_rot / 2);
     dim3 grid((unsigned)((pairs + 127) / 128), (unsigned)T);
-    k_rope_neox<<<grid, 128, 0, cuda_of(be)->stream>>>(x, b->d_pos, n_heads, head_stride, tok_stride, n_rot,
+    cuda_launch(k_rope_neox, grid, 128, 0, cuda_of(be)->stream, x, b->d_pos, n_heads, head_stride, tok_stride, n_rot,
                                                        log((double)theta));
     return CUDA_LAUNCHED(be, "rope_neox");
 }
@@ -70,6 +71,7 @@ typedef struct qkn_args {
  * memory so that thread j < n_rot/2 rotates the pair (j, j + n_rot/2) with
  * rope.cu's double-precision angle. */
 __global__ void __launch_bounds__(QKN_THREADS) k_qk_norm_rope_store(qkn_args a) {
+    pdl_start();
     __shared__ float hs[QKN_MAX_HD];
     __shared__ float sh[32];
     const int t = blockIdx.y, hd = a.hd;
@@ -151,6 +153,6 @@ memra_status cuda_op_qk_norm_rope_store(memra_backend *be, const memra_batch *b,
     a.n_ctx = n_ctx;
     a.eps = eps;
     a.log_theta = log((double)theta);
-    k_qk_norm_rope_store<<<dim3((unsigned)(n_head + n_kv), (unsigned)T), QKN_THREADS, 0, cuda_of(be)->stream>>>(a);
+    cuda_launch(k_qk_norm_rope_store, dim3((unsigned)(n_head + n_kv), (unsigned)T), QKN_THREADS, 0, cuda_of(be)->stream, a);
     return CUDA_LAUNCHED(be, "qk_norm_rope_store");
 }
