@@ -799,21 +799,26 @@ static memra_weight wrows(const wpair *w, int64_t r0, int64_t R) {
  * the CPU op on row views; at T = 7 the last row must equal a T = 1 run
  * (memcmp). */
 static int gate_fused_case(gate *g, const gate_model *m, const char *op, const char *label, int n,
-                           const mm_shape *s, uint32_t type, int swiglu) {
-    wpair w[4];
+                           const mm_shape *s, uint32_t type, int swiglu, int with_norm) {
+    wpair w[4], nw = {0};
     const memra_weight *wg[4];
     int n_out = swiglu ? 1 : n;
-    float *hy[4] = {0}, *dy[4] = {0}, *dy1[4] = {0}, *y1 = NULL, *ref = NULL, *x = NULL, *dx = NULL;
+    float *hy[4] = {0}, *dy[4] = {0}, *dy1[4] = {0}, *y1 = NULL, *ref = NULL, *x = NULL, *xr = NULL, *dx = NULL;
     int rc = -1;
     for (int i = 0; i < n; i++) {
         if (wpair_make(g, &w[i], s[i].name, type, s[i].in, s[i].out, 1)) return -1;
         wg[i] = &w[i].g;
     }
     int64_t in = s[0].in;
+    /* with_norm: the op's input is rmsnorm(x) (memra_norm), fused on the GPU;
+     * the CPU reference runs the rmsnorm op, then the matmuls on its rows */
+    if (with_norm && wvec_make(g, &nw, "input_norm", in, 1, 0.5f, 1.5f)) return -1;
+    const memra_norm gnorm = {&nw.g, 1e-6f}, cnorm = {&nw.c, 1e-6f}, *gn = with_norm ? &gnorm : NULL;
     x = malloc((size_t)(FUSED_TMAX * in) * 4);
+    xr = with_norm ? malloc((size_t)(FUSED_TMAX * in) * 4) : x;
     ref = malloc((size_t)(FUSED_TMAX * 16) * 4);
     dx = galloc(g, (size_t)(FUSED_TMAX * in) * 4);
-    if (!x || !ref || !dx) goto done;
+    if (!x || !xr || !ref || !dx) goto done;
     for (int i = 0; i < n_out; i++) {
         hy[i] = malloc((size_t)(FUSED_TMAX * s[i].out) * 4);
         dy[i] = galloc(g, (size_t)(FUSED_TMAX * s[i].out) * 4);
@@ -824,16 +829,17 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
     for (int i = 0; i < n_out; i++) max_out = s[i].out > max_out ? s[i].out : max_out;
     y1 = malloc((size_t)max_out * 4);
     if (!y1) goto done;
-    rnd_fill(g, x, (size_t)(FUSED_TMAX * in), -1.0f, 1.0f);
+    rnd_fill(g, x, (size_t)(FUSED_TMAX * in), with_norm ? -4.0f : -1.0f, with_norm ? 4.0f : 1.0f);
     if (g->gpu->ops->upload(g->gpu, dx, x, (size_t)(FUSED_TMAX * in) * 4)) goto done;
+    if (with_norm && g->cpu->ops->rmsnorm(g->cpu, x, in, cnorm.w, xr, in, in, FUSED_TMAX, cnorm.eps)) goto done;
     static const int64_t Ts[] = {1, 7, FUSED_TMAX};
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
         int64_t T = Ts[ti];
         if (T == FUSED_TMAX && (g->quick || type != MEMRA_TYPE_Q4_K)) continue;
         for (int i = 0; i < n_out; i++)
             if (gpoison(g, dy[i], (size_t)(T * s[i].out) * 4)) goto done;
-        memra_status st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx, dy[0], T)
-                                 : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy, dx, T);
+        memra_status st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx, dy[0], T, gn)
+                                 : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy, dx, T, gn);
         if (st) {
             gate_row(g, 1, op, m->name, label, memra_type_name(type), (long)T, NAN, 0, 0, gpu_msg(g));
             continue;
@@ -849,9 +855,9 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
                 memra_status cs;
                 if (swiglu) {
                     b2 = wrows(&w[1], starts[k], R);
-                    cs = g->cpu->ops->matmul_swiglu(g->cpu, &a, &b2, x, ref, T);
+                    cs = g->cpu->ops->matmul_swiglu(g->cpu, &a, &b2, xr, ref, T, NULL);
                 } else {
-                    cs = g->cpu->ops->matmul(g->cpu, &a, x, ref, T, 0);
+                    cs = g->cpu->ops->matmul(g->cpu, &a, xr, ref, T, 0);
                 }
                 if (cs) goto done;
                 for (int64_t t = 0; t < T && !isnan(e); t++) {
@@ -865,8 +871,8 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
         if (T == 7) {
             for (int i = 0; i < n_out; i++)
                 if (gpoison(g, dy1[i], (size_t)s[i].out * 4)) goto done;
-            st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx + 6 * in, dy1[0], 1)
-                        : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy1, dx + 6 * in, 1);
+            st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx + 6 * in, dy1[0], 1, gn)
+                        : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy1, dx + 6 * in, 1, gn);
             if (st) goto done;
             for (int i = 0; i < n_out; i++) {
                 if (gdown(g, y1, dy1[i], (size_t)s[i].out * 4)) goto done;
@@ -885,9 +891,11 @@ done:
         if (dy[i]) g->gpu->ops->free(g->gpu, dy[i]);
         if (dy1[i]) g->gpu->ops->free(g->gpu, dy1[i]);
     }
+    if (xr != x) free(xr);
     free(x), free(ref), free(y1);
     if (dx) g->gpu->ops->free(g->gpu, dx);
     for (int i = 0; i < n; i++) wpair_free(g, &w[i]);
+    if (with_norm) wpair_free(g, &nw);
     return rc;
 }
 
@@ -908,10 +916,13 @@ static int gate_fused_matmul(gate *g, const gate_model *m) {
     static const uint32_t types[] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q8_0, MEMRA_TYPE_BF16};
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         if (g->quick && k > 0) break;
-        if (gate_fused_case(g, m, "matmul_multi", "gdn qkv,z,beta,alpha", 4, gdn, types[k], 0) ||
-            gate_fused_case(g, m, "matmul_multi", "attn q,k,v", 3, att, types[k], 0) ||
-            gate_fused_case(g, m, "matmul_multi", "ffn gate,up", 2, ffn, types[k], 0) ||
-            gate_fused_case(g, m, "matmul_swiglu", "ffn gate,up", 2, ffn, types[k], 1))
+        if (gate_fused_case(g, m, "matmul_multi", "gdn qkv,z,beta,alpha", 4, gdn, types[k], 0, 0) ||
+            gate_fused_case(g, m, "matmul_multi", "attn q,k,v", 3, att, types[k], 0, 0) ||
+            gate_fused_case(g, m, "matmul_multi", "ffn gate,up", 2, ffn, types[k], 0, 0) ||
+            gate_fused_case(g, m, "matmul_swiglu", "ffn gate,up", 2, ffn, types[k], 1, 0) ||
+            gate_fused_case(g, m, "matmul_multi", "norm+gdn qkv,z,beta,alpha", 4, gdn, types[k], 0, 1) ||
+            gate_fused_case(g, m, "matmul_multi", "norm+attn q,k,v", 3, att, types[k], 0, 1) ||
+            gate_fused_case(g, m, "matmul_swiglu", "norm+ffn gate,up", 2, ffn, types[k], 1, 1))
             return -1;
     }
     return 0;

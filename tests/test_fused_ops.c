@@ -60,11 +60,18 @@ static memra_weight rand_weight(uint32_t type, int64_t ne0, int64_t ne1) {
 static const uint32_t types[] = {MEMRA_TYPE_F32, MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K,
                                  MEMRA_TYPE_Q6_K};
 
+/* The input of an op with a norm: the rmsnorm op on x (the reference). */
+static void normed(const memra_norm *nm, const float *x, float *xn, int64_t in, int64_t T) {
+    CHECK(be->ops->rmsnorm(be, x, in, nm->w, xn, in, in, T, nm->eps) == MEMRA_OK, "rmsnorm");
+}
+
 static void test_matmul_multi(void) {
     enum { IN = 256, T = 3 };
     static const int64_t outs[4] = {9, 5, 3, 2}; /* unequal heights, like qkv | z | beta | alpha */
-    float x[T * IN];
-    fill(x, T * IN, 1.0f);
+    float x[T * IN], xn[T * IN];
+    fill(x, T * IN, 3.0f);
+    memra_weight nw = rand_weight(MEMRA_TYPE_F32, IN, 1);
+    const memra_norm norm = {&nw, 1e-6f};
     for (size_t k = 0; k < MEMRA_ARRAY_LEN(types); k++) {
         memra_weight w[4];
         const memra_weight *wp[4];
@@ -77,15 +84,19 @@ static void test_matmul_multi(void) {
         }
         for (int64_t tt = 1; tt <= T; tt += T - 1) { /* T = 1 and T = 3 */
             for (int n = 1; n <= 4; n++) {
-                for (int i = 0; i < n; i++) memset(y[i], 0xFF, (size_t)(tt * outs[i]) * sizeof(float));
-                CHECK(be->ops->matmul_multi(be, n, wp, y, x, tt) == MEMRA_OK, "matmul_multi n=%d", n);
-                int same = 1;
-                for (int i = 0; i < n; i++) {
-                    CHECK(be->ops->matmul(be, wp[i], x, ref[i], tt, 0) == MEMRA_OK, "matmul");
-                    same &= !memcmp(y[i], ref[i], (size_t)(tt * outs[i]) * sizeof(float));
+                for (int with_norm = 0; with_norm < 2; with_norm++) {
+                    for (int i = 0; i < n; i++) memset(y[i], 0xFF, (size_t)(tt * outs[i]) * sizeof(float));
+                    CHECK(be->ops->matmul_multi(be, n, wp, y, x, tt, with_norm ? &norm : NULL) == MEMRA_OK,
+                          "matmul_multi n=%d", n);
+                    if (with_norm) normed(&norm, x, xn, IN, tt);
+                    int same = 1;
+                    for (int i = 0; i < n; i++) {
+                        CHECK(be->ops->matmul(be, wp[i], with_norm ? xn : x, ref[i], tt, 0) == MEMRA_OK, "matmul");
+                        same &= !memcmp(y[i], ref[i], (size_t)(tt * outs[i]) * sizeof(float));
+                    }
+                    CHECK(same, "%s: matmul_multi n=%d T=%lld%s differs from %smatmul", memra_type_name(types[k]), n,
+                          (long long)tt, with_norm ? " (norm)" : "", with_norm ? "rmsnorm + " : "");
                 }
-                CHECK(same, "%s: matmul_multi n=%d T=%lld differs from matmul", memra_type_name(types[k]), n,
-                      (long long)tt);
             }
         }
         for (int i = 0; i < 4; i++) {
@@ -97,35 +108,46 @@ static void test_matmul_multi(void) {
     memra_weight a = rand_weight(MEMRA_TYPE_F32, 64, 2), b = rand_weight(MEMRA_TYPE_F32, 32, 2);
     const memra_weight *ab[2] = {&a, &b}, *five[5] = {&a, &a, &a, &a, &a};
     float ya[4], yb[4], *yy[5] = {ya, yb, ya, ya, ya};
-    CHECK(be->ops->matmul_multi(be, 2, ab, yy, x, 1) == MEMRA_ERR_INVALID, "matmul_multi accepted unequal ne[0]");
-    CHECK(be->ops->matmul_multi(be, 5, five, yy, x, 1) == MEMRA_ERR_INVALID, "matmul_multi accepted n = 5");
+    CHECK(be->ops->matmul_multi(be, 2, ab, yy, x, 1, NULL) == MEMRA_ERR_INVALID, "matmul_multi accepted unequal ne[0]");
+    CHECK(be->ops->matmul_multi(be, 5, five, yy, x, 1, NULL) == MEMRA_ERR_INVALID, "matmul_multi accepted n = 5");
+    CHECK(be->ops->matmul_multi(be, 1, ab, yy, x, 1, &norm) == MEMRA_ERR_INVALID,
+          "matmul_multi accepted a norm of another length");
     free((void *)a.host);
     free((void *)b.host);
+    free((void *)nw.host);
 }
 
 static void test_matmul_swiglu(void) {
     enum { IN = 256, NFF = 11, T = 4 };
-    float x[T * IN], g[T * NFF], u[T * NFF], ref[T * NFF], out[T * NFF];
-    fill(x, T * IN, 1.0f);
+    float x[T * IN], xn[T * IN], g[T * NFF], u[T * NFF], ref[T * NFF], out[T * NFF];
+    fill(x, T * IN, 3.0f);
+    memra_weight nw = rand_weight(MEMRA_TYPE_F32, IN, 1);
+    const memra_norm norm = {&nw, 1e-6f};
     for (size_t k = 0; k < MEMRA_ARRAY_LEN(types); k++) {
         memra_weight gw = rand_weight(types[k], IN, NFF), uw = rand_weight(types[k], IN, NFF);
         for (int64_t tt = 1; tt <= T; tt += T - 1) {
-            memset(out, 0xFF, sizeof out);
-            CHECK(be->ops->matmul_swiglu(be, &gw, &uw, x, out, tt) == MEMRA_OK, "matmul_swiglu");
-            CHECK(be->ops->matmul(be, &gw, x, g, tt, 0) == MEMRA_OK, "matmul gate");
-            CHECK(be->ops->matmul(be, &uw, x, u, tt, 0) == MEMRA_OK, "matmul up");
-            CHECK(be->ops->swiglu(be, g, u, ref, NFF, tt) == MEMRA_OK, "swiglu");
-            CHECK(!memcmp(out, ref, (size_t)(tt * NFF) * sizeof(float)),
-                  "%s: matmul_swiglu T=%lld differs from matmul, matmul, swiglu", memra_type_name(types[k]),
-                  (long long)tt);
+            for (int with_norm = 0; with_norm < 2; with_norm++) {
+                memset(out, 0xFF, sizeof out);
+                CHECK(be->ops->matmul_swiglu(be, &gw, &uw, x, out, tt, with_norm ? &norm : NULL) == MEMRA_OK,
+                      "matmul_swiglu");
+                if (with_norm) normed(&norm, x, xn, IN, tt);
+                CHECK(be->ops->matmul(be, &gw, with_norm ? xn : x, g, tt, 0) == MEMRA_OK, "matmul gate");
+                CHECK(be->ops->matmul(be, &uw, with_norm ? xn : x, u, tt, 0) == MEMRA_OK, "matmul up");
+                CHECK(be->ops->swiglu(be, g, u, ref, NFF, tt) == MEMRA_OK, "swiglu");
+                CHECK(!memcmp(out, ref, (size_t)(tt * NFF) * sizeof(float)),
+                      "%s: matmul_swiglu T=%lld%s differs from %smatmul, matmul, swiglu", memra_type_name(types[k]),
+                      (long long)tt, with_norm ? " (norm)" : "", with_norm ? "rmsnorm, " : "");
+            }
         }
         free((void *)gw.host);
         free((void *)uw.host);
     }
     memra_weight a = rand_weight(MEMRA_TYPE_F32, IN, NFF), b = rand_weight(MEMRA_TYPE_F32, IN, NFF - 1);
-    CHECK(be->ops->matmul_swiglu(be, &a, &b, x, out, 1) == MEMRA_ERR_INVALID, "matmul_swiglu accepted unequal shapes");
+    CHECK(be->ops->matmul_swiglu(be, &a, &b, x, out, 1, NULL) == MEMRA_ERR_INVALID,
+          "matmul_swiglu accepted unequal shapes");
     free((void *)a.host);
     free((void *)b.host);
+    free((void *)nw.host);
 }
 
 static void test_qk_norm_rope_store(memra_batch *b) {

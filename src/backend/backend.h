@@ -73,6 +73,15 @@ typedef struct memra_gdn_params {
     float l2_eps;                /* L2 norm eps: x / sqrt(sum x^2 + l2_eps) (1e-6) */
 } memra_gdn_params;
 
+/* The RMSNorm a matmul op may apply to its input first: the input becomes
+ * rmsnorm(x) with the rmsnorm op's formula (x / sqrt(mean(x^2) + eps) * w,
+ * w {in} F32), so that a layer's input norm and the matvecs that read it run
+ * as one launch at decode. */
+typedef struct memra_norm {
+    const memra_weight *w;
+    float eps;
+} memra_norm;
+
 /* MoE expert weights of one layer. */
 typedef struct memra_moe_params {
     const memra_weight *gate_exps; /* {H, n_ff_exp, n_expert} */
@@ -123,15 +132,17 @@ typedef struct memra_backend_ops {
      * read x once and run them as one launch. The W_i share ne[0]; each
      * y_i [T][W_i->ne[1]]. On the CPU (the oracle) y_i is matmul(W_i, x) bit
      * for bit; other backends may sum in another order, fixed per row length
-     * (batch invariant like matmul). */
+     * (batch invariant like matmul). norm (may be NULL): the input is
+     * rmsnorm(x) (memra_norm) instead of x. */
     memra_status (*matmul_multi)(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
-                                 const float *x, int64_t T);
+                                 const float *x, int64_t T, const memra_norm *norm);
 
     /* out[t][i] = silu((gate x[t])_i) * (up x[t])_i: the SwiGLU input half of an
      * MLP in one op. gate, up {in, n_ff} with equal shapes; x [T][in], out
-     * [T][n_ff]. On the CPU equal bit for bit to matmul, matmul, swiglu. */
+     * [T][n_ff]. On the CPU equal bit for bit to matmul, matmul, swiglu
+     * (after rmsnorm when norm is set, as matmul_multi). */
     memra_status (*matmul_swiglu)(memra_backend *be, const memra_weight *gate, const memra_weight *up,
-                                  const float *x, float *out, int64_t T);
+                                  const float *x, float *out, int64_t T, const memra_norm *norm);
 
     /* y[i] += x[i] for i < n. */
     memra_status (*add)(memra_backend *be, float *y, const float *x, int64_t n);

@@ -40,8 +40,9 @@ static memra_status op_failed(const fw *f, int il, const char *what, memra_statu
                         memra_status_str(st), detail && *detail ? ": " : "", detail ? detail : "");
 }
 
-/* Gated full attention (spec §4.2). wq rows per head are [q(hd) | gate(hd)],
- * so q heads sit at stride 2*hd and each gate right after its q. */
+/* Gated full attention (spec §4.2) on rmsnorm(x, attn_norm), the norm fused
+ * into the projections. wq rows per head are [q(hd) | gate(hd)], so q heads
+ * sit at stride 2*hd and each gate right after its q. */
 static memra_status attn_block(fw *f, int il) {
     const memra_model_config *c = f->c;
     const memra_layer *L = &f->m->layers[il];
@@ -53,7 +54,8 @@ static memra_status attn_block(fw *f, int il) {
     float *o = st->mid;               /* [T][q_dim] */
     const memra_weight *w[3] = {L->wq, L->wk, L->wv};
     float *y[3] = {qg, k, v};
-    OP(f, il, "attn_qkv", matmul_multi(f->be, 3, w, y, st->xn, T));
+    const memra_norm norm = {L->attn_norm, c->rms_eps};
+    OP(f, il, "attn_norm+qkv", matmul_multi(f->be, 3, w, y, st->x, T, &norm));
     /* per-head norms come before RoPE, the gate gets neither; text-only IMROPE
      * = NeoX RoPE at position p on the first n_rot dims (spec §4.3); then k, v
      * go to the cache */
@@ -68,7 +70,8 @@ static memra_status attn_block(fw *f, int il) {
     return MEMRA_OK;
 }
 
-/* Gated DeltaNet (spec §5.3-5.6). */
+/* Gated DeltaNet (spec §5.3-5.6) on rmsnorm(x, attn_norm), the norm fused
+ * into the input projections. */
 static memra_status gdn_block(fw *f, int il) {
     const memra_model_config *c = f->c;
     const memra_layer *L = &f->m->layers[il];
@@ -81,7 +84,8 @@ static memra_status gdn_block(fw *f, int il) {
     float *y = st->mid;                 /* [T][value_dim] */
     const memra_weight *w[4] = {L->ssm_qkv, L->ssm_z, L->ssm_beta, L->ssm_alpha};
     float *yw[4] = {mixed, z, braw, araw};
-    OP(f, il, "ssm_in (qkv z beta alpha)", matmul_multi(f->be, 4, w, yw, st->xn, T));
+    const memra_norm norm = {L->attn_norm, c->rms_eps};
+    OP(f, il, "attn_norm+ssm_in (qkv z beta alpha)", matmul_multi(f->be, 4, w, yw, st->x, T, &norm));
     memra_gdn_params p = {
         .conv1d = L->ssm_conv,
         .dt_bias = L->ssm_dt,
@@ -101,12 +105,15 @@ static memra_status gdn_block(fw *f, int il) {
     return MEMRA_OK;
 }
 
-/* SwiGLU: out = down . (silu(gate . x) * (up . x)), accumulated into y. */
+/* SwiGLU: out = down . (silu(gate . xin) * (up . xin)), accumulated into y;
+ * xin = rmsnorm(x) when norm is set (the norm fused into gate+up), else x. */
 static memra_status swiglu_mlp(fw *f, int il, const memra_weight *gate, const memra_weight *up,
-                               const memra_weight *down, float *y, int accumulate) {
+                               const memra_weight *down, const float *x, const memra_norm *norm, float *y,
+                               int accumulate) {
     memra_state *st = f->st;
     int64_t T = f->T;
-    OP(f, il, "ffn gate+up swiglu", matmul_swiglu(f->be, gate, up, st->xn, st->mid, T));
+    OP(f, il, norm ? "post_norm+ffn gate+up swiglu" : "ffn gate+up swiglu",
+       matmul_swiglu(f->be, gate, up, x, st->mid, T, norm));
     OP(f, il, "ffn down", matmul(f->be, down, st->mid, y, T, accumulate));
     return MEMRA_OK;
 }
@@ -142,7 +149,7 @@ static memra_status moe_block(fw *f, int il) {
         if (L->shexp_gate) {
             const memra_weight *w[2] = {L->ffn_router, L->shexp_gate_inp};
             float *y[2] = {router, sg};
-            OP(f, il, "ffn_gate_inp+shexp", matmul_multi(f->be, 2, w, y, st->xn, T));
+            OP(f, il, "ffn_gate_inp+shexp", matmul_multi(f->be, 2, w, y, st->xn, T, NULL));
         } else {
             OP(f, il, "ffn_gate_inp", matmul(f->be, L->ffn_router, st->xn, router, T, 0));
         }
@@ -160,7 +167,7 @@ static memra_status moe_block(fw *f, int il) {
     OP(f, il, "moe_ffn", moe_ffn(f->be, &p, st->xn, st->ids, st->route_w, st->tmp, T, st->moe_scratch));
     OP(f, il, "moe add", add(f->be, st->x, st->tmp, T * H));
     if (!L->shexp_gate) return MEMRA_OK;
-    MEMRA_TRY(swiglu_mlp(f, il, L->shexp_gate, L->shexp_up, L->shexp_down, st->tmp, 0));
+    MEMRA_TRY(swiglu_mlp(f, il, L->shexp_gate, L->shexp_up, L->shexp_down, st->xn, NULL, st->tmp, 0));
     OP(f, il, "ffn_gate_inp_shexp", matmul(f->be, L->shexp_gate_inp, st->xn, sg, T, 0));
     OP(f, il, "shared expert add", add_sigmoid_scaled(f->be, st->x, st->tmp, sg, 1, H, T));
     return MEMRA_OK;
@@ -243,12 +250,16 @@ static memra_status run_trunk(fw *f, float *hidden) {
     }
     for (int il = 0; il < c->n_trunk; il++) {
         const memra_layer *L = &m->layers[il];
-        OP(f, il, "attn_norm", rmsnorm(f->be, st->x, H, L->attn_norm, st->xn, H, H, T, c->rms_eps));
         if (L->kind == MEMRA_LAYER_GDN) MEMRA_TRY(gdn_block(f, il));
         else MEMRA_TRY(attn_block(f, il));
-        OP(f, il, "post_attention_norm", rmsnorm(f->be, st->x, H, L->post_norm, st->xn, H, H, T, c->rms_eps));
-        if (c->is_moe) MEMRA_TRY(moe_block(f, il));
-        else MEMRA_TRY(swiglu_mlp(f, il, L->ffn_gate, L->ffn_up, L->ffn_down, st->x, 1));
+        const memra_norm post = {L->post_norm, c->rms_eps};
+        if (c->is_moe) {
+            /* the router, the shared expert and the experts all read xn */
+            OP(f, il, "post_attention_norm", rmsnorm(f->be, st->x, H, L->post_norm, st->xn, H, H, T, c->rms_eps));
+            MEMRA_TRY(moe_block(f, il));
+        } else {
+            MEMRA_TRY(swiglu_mlp(f, il, L->ffn_gate, L->ffn_up, L->ffn_down, st->x, &post, st->x, 1));
+        }
         if (hidden) {
             OP(f, il, "sync", sync(f->be));
             OP(f, il, "download hidden", download(f->be, hidden + (size_t)(il + 1) * (size_t)(T * H), st->x, bytes));

@@ -215,15 +215,32 @@ static memra_status cpu_matmul(memra_backend *be, const memra_weight *w, const f
     return MEMRA_OK;
 }
 
+/* The input of a matmul op with a norm: rmsnorm(x) into a new buffer (*tmp,
+ * freed by the caller), exactly the rmsnorm op; without one, x itself. */
+static memra_status norm_input(memra_backend *be, const memra_norm *norm, const float *x, int64_t in, int64_t T,
+                               const float **xin, float **tmp) {
+    *xin = x, *tmp = NULL;
+    if (!norm) return MEMRA_OK;
+    if (!norm->w || norm->w->ne[0] != in) return MEMRA_ERR_INVALID;
+    *tmp = malloc((size_t)((T > 0 ? T : 1) * in) * sizeof(float));
+    if (!*tmp) return MEMRA_ERR_NOMEM;
+    *xin = *tmp;
+    return cpu_rmsnorm(be, x, in, norm->w, *tmp, in, in, T, norm->eps);
+}
+
 /* Several matmuls of one input: each is cpu_matmul (the same rows, the same
  * bits); the fusion is the interface's, for backends that read x once. */
 static memra_status cpu_matmul_multi(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
-                                     const float *x, int64_t T) {
+                                     const float *x, int64_t T, const memra_norm *norm) {
     if (n < 1 || n > 4) return MEMRA_ERR_INVALID;
     for (int i = 0; i < n; i++)
         if (w[i]->ne[0] != w[0]->ne[0]) return MEMRA_ERR_INVALID;
-    for (int i = 0; i < n; i++) MEMRA_TRY(cpu_matmul(be, w[i], x, y[i], T, 0));
-    return MEMRA_OK;
+    const float *xin;
+    float *tmp;
+    memra_status st = norm_input(be, norm, x, w[0]->ne[0], T, &xin, &tmp);
+    for (int i = 0; i < n && !st; i++) st = cpu_matmul(be, w[i], xin, y[i], T, 0);
+    free(tmp);
+    return st;
 }
 
 typedef struct mm_swiglu_ctx {
@@ -253,13 +270,20 @@ static void mm_swiglu_range(void *p, int64_t o0, int64_t o1) {
 }
 
 static memra_status cpu_matmul_swiglu(memra_backend *be, const memra_weight *gate, const memra_weight *up,
-                                      const float *x, float *out, int64_t T) {
+                                      const float *x, float *out, int64_t T, const memra_norm *norm) {
     if (gate->ne[0] != up->ne[0] || gate->ne[1] != up->ne[1] || gate->ne[2] != 1 || gate->ne[3] != 1 ||
         up->ne[2] != 1 || up->ne[3] != 1)
         return MEMRA_ERR_INVALID;
-    mm_swiglu_ctx c = {gate, up, x, out, T};
-    memra_pool_for(pool_of(be), gate->ne[1], min_chunk_for(2 * gate->ne[0] * (T > 0 ? T : 1)), mm_swiglu_range, &c);
-    return MEMRA_OK;
+    const float *xin;
+    float *tmp;
+    memra_status st = norm_input(be, norm, x, gate->ne[0], T, &xin, &tmp);
+    if (!st) {
+        mm_swiglu_ctx c = {gate, up, xin, out, T};
+        memra_pool_for(pool_of(be), gate->ne[1], min_chunk_for(2 * gate->ne[0] * (T > 0 ? T : 1)), mm_swiglu_range,
+                       &c);
+    }
+    free(tmp);
+    return st;
 }
 
 /* --------------------------------------------------------- elementwise ops */

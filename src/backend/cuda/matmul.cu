@@ -104,22 +104,54 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     return matvec_multi_run(be, w->type, a, 1, false, x);
 }
 
+/* The input norm of matmul_multi / matmul_swiglu (backend.h memra_norm):
+ * checked against the row length in. */
+static memra_status norm_check(memra_backend *be, const memra_norm *norm, int64_t in) {
+    if (!norm) return MEMRA_OK;
+    const memra_weight *w = norm->w;
+    if (!w || !w->data || w->type != MEMRA_TYPE_F32 || w->ne[0] != in || !cuda_aligned16(w->data))
+        return CUDA_INVALID(be, "matmul norm %s: need a loaded, 16-byte aligned F32 vector of %lld",
+                            w && w->name ? w->name : "?", (long long)in);
+    return MEMRA_OK;
+}
+
+/* rmsnorm(x) into the start of the workspace (the rmsnorm op), for the
+ * paths that do not apply the norm inside their kernels; `after` more bytes
+ * are reserved behind it for the caller. *xn: the normalised rows. */
+static memra_status norm_to_ws(memra_backend *be, const memra_norm *norm, const float *x, int64_t in, int64_t T,
+                               size_t after, float **xn) {
+    size_t bytes = ((size_t)(T * in) * sizeof(float) + 255) & ~(size_t)255;
+    memra_status st = cuda_ws_reserve(be, bytes + after);
+    if (st) return st;
+    *xn = (float *)cuda_of(be)->ws;
+    return cuda_op_rmsnorm(be, x, in, norm->w, *xn, in, in, T, norm->eps);
+}
+
 /* y_i = W_i x: at T < 16 one launch per distinct type and path (all
  * weights of a type in one grid: mmv for the tensor-core types, k_matvec_multi
  * for the rest); T >= 16 as cuda_op_matmul. Each row gets cuda_op_matmul's
  * bits. */
 memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
-                                  const float *x, int64_t T) {
+                                  const float *x, int64_t T, const memra_norm *norm) {
     if (n < 1 || n > 4) return CUDA_INVALID(be, "matmul_multi: n = %d (1..4)", n);
     int fused[4] = {0, 0, 0, 0};
     for (int i = 0; i < n; i++) {
         memra_status st = mm_check(be, w[i], x, T);
+        if (!st && norm && w[i]->ne[0] != w[0]->ne[0])
+            st = CUDA_INVALID(be, "matmul_multi: a norm needs one row length (%lld, %lld)", (long long)w[0]->ne[0],
+                              (long long)w[i]->ne[0]);
         if (st) return st;
         /* 1: tensor-core matvec, 2: k_matvec_multi, 0: cuda_op_matmul alone */
         fused[i] = T > 0 && T < MM_TC_MIN_T && w[i]->ne[0] == w[0]->ne[0] ? (mmv_use(w[i]->type, w[i]->ne[0]) ? 1 : 2)
                                                                            : 0;
     }
-    if (T == 0) return MEMRA_OK;
+    memra_status nst = norm_check(be, norm, w[0]->ne[0]);
+    if (nst || T == 0) return nst;
+    if (norm) {
+        float *xn;
+        if ((nst = norm_to_ws(be, norm, x, w[0]->ne[0], T, 0, &xn))) return nst;
+        x = xn;
+    }
     for (int i = 0; i < n; i++) {
         if (fused[i] < 0) continue; /* launched with an earlier weight of its type */
         if (!fused[i]) {
@@ -160,15 +192,21 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
  * row i in the same warp. Otherwise two matmuls into the workspace and
  * cuda_op_swiglu. */
 memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, const memra_weight *up,
-                                   const float *x, float *out, int64_t T) {
+                                   const float *x, float *out, int64_t T, const memra_norm *norm) {
     memra_status st = mm_check(be, gate, x, T);
     if (!st) st = mm_check(be, up, x, T);
     if (st) return st;
     if (gate->ne[0] != up->ne[0] || gate->ne[1] != up->ne[1])
         return CUDA_INVALID(be, "matmul_swiglu: gate {%lld, %lld} and up {%lld, %lld} differ", (long long)gate->ne[0],
                             (long long)gate->ne[1], (long long)up->ne[0], (long long)up->ne[1]);
-    if (T == 0) return MEMRA_OK;
+    if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
+    size_t part = ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255;
+    float *xn = NULL;
+    if (norm) { /* the xn rows first in the workspace, then room for the unfused path's g and u */
+        if ((st = norm_to_ws(be, norm, x, in, T, 2 * part, &xn))) return st;
+        x = xn;
+    }
     if (T < MM_TC_MIN_T && gate->type == up->type && mmv_use(gate->type, in)) {
         mmv_args a = {};
         a.x = x;
@@ -183,10 +221,10 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
         a.n_out[0] = n, a.y[0] = out, a.row_bytes = gate->row_bytes, a.in = in, a.T = T;
         return matvec_multi_run(be, gate->type, a, 1, true, x);
     }
-    size_t part = ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255;
-    st = cuda_ws_reserve(be, 2 * part);
+    size_t xn_bytes = xn ? ((size_t)(T * in) * sizeof(float) + 255) & ~(size_t)255 : 0;
+    st = cuda_ws_reserve(be, xn_bytes + 2 * part);
     if (st) return st;
-    float *g = (float *)cuda_of(be)->ws, *u = (float *)((uint8_t *)g + part);
+    float *g = (float *)((uint8_t *)cuda_of(be)->ws + xn_bytes), *u = (float *)((uint8_t *)g + part);
     st = cuda_op_matmul(be, gate, x, g, T, 0);
     if (!st) st = cuda_op_matmul(be, up, x, u, T, 0);
     if (!st) st = cuda_op_swiglu(be, g, u, out, n, T);

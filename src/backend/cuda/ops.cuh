@@ -50,9 +50,9 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
 
 /* matmul.cu: fused decode matvecs (backend.h matmul_multi, matmul_swiglu) */
 memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
-                                  const float *x, int64_t T);
+                                  const float *x, int64_t T, const memra_norm *norm);
 memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, const memra_weight *up,
-                                   const float *x, float *out, int64_t T);
+                                   const float *x, float *out, int64_t T, const memra_norm *norm);
 
 /* gemm.cu: the prefill (T >= 16) matmul on the tensor cores; called by
  * cuda_op_matmul after its checks */
