@@ -358,6 +358,32 @@ static int gate_matmul_shape(gate *g, const gate_model *m, const mm_shape *s, ui
         double *wp = tc ? &worst_tc : &worst;
         if (isnan(e) || e > *wp) *wp = e;
     }
+    /* the prefill path on activations far outside fp16's range: token t's
+     * row scaled by 2^(7t mod 41 - 20), up to ~1e6 (real models have
+     * activations in the tens of thousands) and down to ~1e-6 */
+    if (!g->quick) {
+        const int64_t T = 37;
+        float *xw = malloc((size_t)(T * s->in) * 4);
+        if (!xw) goto done;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < s->in; i++) xw[t * s->in + i] = ldexpf(x[t * s->in + i], (int)((7 * t) % 41) - 20);
+        memra_status st = g->gpu->ops->upload(g->gpu, dx, xw, (size_t)(T * s->in) * 4);
+        if (!st) st = gpoison(g, dy, (size_t)T * s->out * 4);
+        if (!st) st = g->gpu->ops->matmul(g->gpu, &w.g, dx, dy, T, 0);
+        if (!st) st = gdown(g, y, dy, (size_t)T * s->out * 4);
+        double e = st || !all_finite(y, (size_t)T * s->out) ? NAN : 0.0;
+        int64_t R = s->out < 16 ? s->out : 16;
+        int64_t starts[2] = {0, s->out - R};
+        for (int k = 0; k < 2 && !isnan(e); k++) {
+            double ek = mm_check_rows(g, &w, xw, y, T, starts[k], R, ref);
+            if (isnan(ek) || ek > e) e = ek;
+        }
+        free(xw);
+        if (g->gpu->ops->upload(g->gpu, dx, x, xn * 4)) goto done; /* the plain rows back for the cases below */
+        gate_row(g, 0, "matmul", m->name, shape, memra_type_name(type), (long)T, e, GATE_TC_TOL,
+                 passes(e, GATE_TC_TOL), "rows scaled 2^-20..2^20");
+        if (isnan(e) || e > worst_tc) worst_tc = e;
+    }
     /* accumulate = 1 (the residual form), T = 2 */
     {
         int64_t T = 2;

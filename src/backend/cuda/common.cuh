@@ -31,6 +31,8 @@ typedef struct cuda_impl {
     int ws_in_graph;  /* the current ws may be referenced by a live graph */
     void **retired;   /* [n_retired] older workspaces */
     int n_retired;
+    float *tc_scale;     /* gemm.cu: per-token activation scales of a prefill matmul [tc_scale_n] */
+    int64_t tc_scale_n;
     memra_error err; /* last error message (ops have no err argument; see cuda_last_error) */
 } cuda_impl;
 

@@ -241,6 +241,7 @@ static void c_destroy(memra_backend *be) {
         cudaStreamSynchronize(c->stream);
         ws_free_retired(c);
         if (c->ws) cudaFree(c->ws);
+        if (c->tc_scale) cudaFree(c->tc_scale);
         cudaStreamDestroy(c->stream);
         free(c);
     }

@@ -9,8 +9,12 @@
  * w_lo x_hi + w_hi x_lo + w_hi x_hi (small terms first; w_lo x_lo is below
  * the rest) keep about 2 x 11 mantissa bits of each operand, fewer where a low
  * part falls into fp16's subnormal range (below 6.1e-5). F16 and BF16 weights
- * have no low part (g_w_parts). Activations must stay under fp16's 65504 in
- * magnitude. Worst single-matmul error 1.1e-4 of max|ref| (gate kernels, 27b,
+ * have no low part (g_w_parts). Each token's activations are first scaled
+ * by a power of two s_t (k_tc_scale: max|x_t s_t| in [2^14, 2^15)), so that
+ * no activation overflows fp16 (real models have activations in the tens
+ * of thousands) and small ones keep their low parts out of the subnormals;
+ * the epilogue multiplies by 1 / s_t. Both scalings are exact, and s_t
+ * depends only on the token's own row. Worst single-matmul error 1.1e-4 of max|ref| (gate kernels, 27b,
  * in 17408); fixture logits within 7.5e-6 (H200, 2026-12-02). With plain fp16
  * operands (one MMA) the fixture prefill logits moved by 2.4e-2 and, through
  * the cached state, the teacher-forced decode logits by up to 6.8e-3 (decode
@@ -72,6 +76,29 @@ __device__ __forceinline__ uint32_t g_pack_hi(float a, float b, uint32_t *lo) {
     return *(uint32_t *)&h;
 }
 
+/* s_t for each token row of x (k_gemm's activation scale): a power of two
+ * with max|x_t| s_t in [2^14, 2^15), 1 for an all-zero row, the exponent
+ * clamped to the normal range. One warp per token; the max is order-free. */
+__global__ void __launch_bounds__(256) k_tc_scale(const float *__restrict__ x, int64_t in, int64_t T,
+                                                  float *__restrict__ scale) {
+    pdl_start();
+    const int64_t t = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (t >= T) return;
+    const int lane = threadIdx.x & 31;
+    const float4 *p = (const float4 *)(x + t * in);
+    float m = 0.0f;
+    for (int64_t i = lane; i < in / 4; i += 32) {
+        const float4 v = __ldg(p + i);
+        m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    m = warp_max(m);
+    if (lane) return;
+    /* m in [2^(e-1), 2^e) */
+    int es = m > 0.0f ? 15 - ((int)((__float_as_uint(m) >> 23) & 255u) - 126) : 0;
+    es = es > 126 ? 126 : es < -126 ? -126 : es;
+    scale[t] = __uint_as_float((uint32_t)(es + 127) << 23);
+}
+
 /* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256 (8
  * warps), 2 * G_STAGE(NW) * 2 bytes of dynamic shared memory. Staging, per
  * step of 64 columns (groups g0, g0 + 1): thread i decodes quarter i % 4 of
@@ -84,7 +111,7 @@ __device__ __forceinline__ uint32_t g_pack_hi(float a, float b, uint32_t *lo) {
 template <int TYPE, int NW>
 __global__ void __launch_bounds__(256, 1)
     k_gemm(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out, const float *__restrict__ x,
-           float *__restrict__ y, int64_t T, int accumulate) {
+           const float *__restrict__ xscale, float *__restrict__ y, int64_t T, int accumulate) {
     extern __shared__ __align__(16) __half g_sm[];
     pdl_start();
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -100,10 +127,12 @@ __global__ void __launch_bounds__(256, 1)
         wok[r] = r0 + wr + 64 * r < n_out;
         wrow[r] = W + (wok[r] ? r0 + wr + 64 * r : 0) * row_bytes;
     }
+    float xs[4]; /* the staged tokens' scales s_t */
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         xok[j] = t0 + xt + 32 * j < T;
         xrow[j] = x + (xok[j] ? t0 + xt + 32 * j : 0) * in + 4 * xc;
+        xs[j] = xscale[xok[j] ? t0 + xt + 32 * j : 0];
     }
     float wv[2][2][8];
     float4 xv[4][2];
@@ -124,6 +153,8 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             float4 a = __ldg((const float4 *)(xrow[j] + 32 * g0)), b = __ldg((const float4 *)(xrow[j] + 32 * g1));
+            a.x *= xs[j], a.y *= xs[j], a.z *= xs[j], a.w *= xs[j]; /* exact: powers of two */
+            b.x *= xs[j], b.y *= xs[j], b.z *= xs[j], b.w *= xs[j];
             xv[j][0] = xok[j] ? a : z;
             xv[j][1] = xok[j] && g1ok ? b : z;
         }
@@ -213,10 +244,11 @@ __global__ void __launch_bounds__(256, 1)
         for (int h = 0; h < 2; h++) {
             int64_t t = t0 + wm + 16 * mi + (lane >> 2) + 8 * h;
             if (t >= T) continue;
+            const float inv = 1.0f / xscale[t]; /* exact: a power of two */
 #pragma unroll
             for (int ni = 0; ni < 4; ni++) {
                 int64_t o = r0 + wn + 8 * ni + 2 * (lane & 3);
-                float c0 = acc[mi][ni][2 * h], c1 = acc[mi][ni][2 * h + 1];
+                float c0 = acc[mi][ni][2 * h] * inv, c1 = acc[mi][ni][2 * h + 1] * inv;
                 float *yp = y + t * n_out + o;
                 if (pair && o < n_out) {
                     if (accumulate) {
@@ -241,8 +273,8 @@ constexpr int g_w_parts() {
 }
 
 template <int TYPE, int NW>
-static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x, float *y,
-                               int64_t T, int accumulate, cudaStream_t s) {
+static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x,
+                               const float *xscale, float *y, int64_t T, int accumulate, cudaStream_t s) {
     const int smem = 2 * G_STAGE(NW) * (int)sizeof(__half);
     static bool attr_set = false; /* per instantiation; setting it twice is harmless */
     if (!attr_set) {
@@ -251,7 +283,7 @@ static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t 
         attr_set = true;
     }
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    cuda_launch(k_gemm<TYPE, NW>, grid, 256, smem, s, W, rb, in, n_out, x, y, T, accumulate);
+    cuda_launch(k_gemm<TYPE, NW>, grid, 256, smem, s, W, rb, in, n_out, x, xscale, y, T, accumulate);
     return cudaSuccess;
 }
 
@@ -266,6 +298,25 @@ static cudaError_t launch_narrow(const uint8_t *W, size_t rb, int64_t in, int64_
     return cudaSuccess;
 }
 
+/* The per-token scales k_tc_scale writes: a buffer of the backend's own
+ * (not the workspace, which the callers may hold x or y in), grown outside
+ * graph capture. */
+static memra_status tc_scale_reserve(memra_backend *be, int64_t T) {
+    cuda_impl *c = cuda_of(be);
+    if (T <= c->tc_scale_n) return MEMRA_OK;
+    if (c->capturing)
+        return cuda_fail(be, MEMRA_ERR_INVALID, "gemm: %lld token scales needed while capturing a graph (have %lld)",
+                         (long long)T, (long long)c->tc_scale_n);
+    int64_t n = (T + 4095) & ~(int64_t)4095;
+    memra_status st = cuda_check(be, cudaStreamSynchronize(c->stream), "gemm: sync");
+    if (st) return st;
+    if (c->tc_scale) cudaFree(c->tc_scale);
+    c->tc_scale = NULL, c->tc_scale_n = 0;
+    if ((st = cuda_check(be, cudaMalloc((void **)&c->tc_scale, (size_t)n * sizeof(float)), "gemm: scales"))) return st;
+    c->tc_scale_n = n;
+    return MEMRA_OK;
+}
+
 memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                           int accumulate) {
     int64_t in = w->ne[0], n_out = w->ne[1];
@@ -274,11 +325,18 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     cudaStream_t s = cuda_of(be)->stream;
     const bool narrow = n_out <= G_MV_MAX_ROWS;
     cudaError_t e = cudaSuccess;
+    const float *xs = NULL;
+    if (!narrow) {
+        memra_status st = tc_scale_reserve(be, T);
+        if (st) return st;
+        xs = cuda_of(be)->tc_scale;
+        cuda_launch(k_tc_scale, (unsigned)((T + 7) / 8), 256, 0, s, x, in, T, cuda_of(be)->tc_scale);
+    }
     switch (w->type) {
 #define TC_CASE(TY)                                                                                  \
     case TY:                                                                                         \
         e = narrow ? launch_narrow<TY>(W, rb, in, n_out, x, y, T, accumulate, s)                     \
-                   : launch_gemm<TY, g_w_parts<TY>()>(W, rb, in, n_out, x, y, T, accumulate, s); \
+                   : launch_gemm<TY, g_w_parts<TY>()>(W, rb, in, n_out, x, xs, y, T, accumulate, s); \
         break;
         CUDA_FOR_EACH_TYPE(TC_CASE)
 #undef TC_CASE
