@@ -16,6 +16,8 @@ extern "C" {
 #include "gguf/quant.h"
 }
 
+#define GDN_CNT_WORDS 32768 /* gdn.cu's arrival counters per backend */
+
 /* Private state behind memra_backend.impl. */
 typedef struct cuda_impl {
     int device;
@@ -32,6 +34,7 @@ typedef struct cuda_impl {
     void **retired;   /* [n_retired] older workspaces */
     int n_retired;
     float *tc_scale;     /* gemm.cu: per-token activation scales of a prefill matmul [tc_scale_n] */
+    unsigned *gdn_cnt;   /* gdn.cu: arrival counters [GDN_CNT_WORDS], zero between launches */
     int64_t tc_scale_n;
     memra_error err; /* last error message (ops have no err argument; see cuda_last_error) */
 } cuda_impl;

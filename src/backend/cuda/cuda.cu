@@ -242,6 +242,7 @@ static void c_destroy(memra_backend *be) {
         ws_free_retired(c);
         if (c->ws) cudaFree(c->ws);
         if (c->tc_scale) cudaFree(c->tc_scale);
+        if (c->gdn_cnt) cudaFree(c->gdn_cnt);
         cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -328,6 +329,15 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
         free(be);
         free(c);
         return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: stream: %s", cudaGetErrorString(e));
+    }
+    e = cudaMalloc((void **)&c->gdn_cnt, GDN_CNT_WORDS * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(c->gdn_cnt, 0, GDN_CNT_WORDS * sizeof(unsigned));
+    if (e != cudaSuccess) {
+        if (c->gdn_cnt) cudaFree(c->gdn_cnt);
+        cudaStreamDestroy(c->stream);
+        free(be);
+        free(c);
+        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: gdn counters: %s", cudaGetErrorString(e));
     }
     if (!cuda_ops.alloc) cuda_ops_fill(&cuda_ops);
     /* PDL (common.cuh) needs sm_90; off unless MEMRA_PDL=1: with every kernel

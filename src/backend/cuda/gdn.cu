@@ -27,12 +27,12 @@
 #define GDN_NS 4                  /* blocks per v-head */
 #define GDN_MAX_COUNTERS 16384    /* (sequence, head) pairs per launch */
 
-/* Arrival counters, zero between launches (the last arrival resets its
- * counter). Global device memory of this module, so one launch at a time
- * may use them: the backend's launches are ordered on its one stream (two
- * CUDA backends of one process running gdn at the same time would collide). */
-__device__ unsigned int gdn_cnt_key[GDN_MAX_COUNTERS];  /* [seq][n_k] */
-__device__ unsigned int gdn_cnt_head[GDN_MAX_COUNTERS]; /* [seq][n_v] */
+/* Arrival counters: the backend's own (cuda_impl.gdn_cnt, GDN_CNT_WORDS
+ * zeroed words allocated with the backend: [seq][n_k] key counters, then
+ * [seq][n_v] head counters at GDN_MAX_COUNTERS), zero between launches (the
+ * last arrival resets its counter); the backend's launches are ordered on
+ * its one stream, so one launch at a time uses them. */
+static_assert(GDN_CNT_WORDS == 2 * GDN_MAX_COUNTERS, "gdn: counter words");
 
 /* One conv channel in registers: the last dc - 1 raw inputs (oldest first)
  * and the taps; tap dc - 1 multiplies the current token. */
@@ -81,7 +81,8 @@ typedef struct gdn_args {
     int64_t conv_dim;
     int32_t n_k, n_v, kv_tiled, dc;
     float eps, l2_eps;
-    uint32_t pf; /* PDL prologue prefetch cap (common.cuh) */
+    uint32_t pf;   /* PDL prologue prefetch cap (common.cuh) */
+    unsigned *cnt; /* the arrival counters (above) */
 } gdn_args;
 
 /* n consecutive floats, as one float4 / float2 load where n allows it
@@ -222,10 +223,11 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
     __syncthreads();
     if (tid == 0) {
         const int n_key = (a.n_v / a.n_k) * GDN_NS; /* blocks sharing key head kh */
-        last_key = atomicAdd(&gdn_cnt_key[s * a.n_k + kh], 1u) == (unsigned)n_key - 1;
-        last_head = atomicAdd(&gdn_cnt_head[s * a.n_v + h], 1u) == GDN_NS - 1;
-        if (last_key) gdn_cnt_key[s * a.n_k + kh] = 0;
-        if (last_head) gdn_cnt_head[s * a.n_v + h] = 0;
+        unsigned *ck = a.cnt + s * a.n_k + kh, *ch = a.cnt + GDN_MAX_COUNTERS + s * a.n_v + h;
+        last_key = atomicAdd(ck, 1u) == (unsigned)n_key - 1;
+        last_head = atomicAdd(ch, 1u) == GDN_NS - 1;
+        if (last_key) *ck = 0;
+        if (last_head) *ch = 0;
     }
     __syncthreads();
     if (last_key && tid < 2 * DK) gdn_ch_save(cqk, a.conv_state + (slot * a.conv_dim + ch_qk) * (dc - 1), dc);
@@ -315,6 +317,7 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
     a.eps = p->eps;
     a.l2_eps = p->l2_eps;
     a.pf = cuda_pf_cap;
+    a.cnt = c->gdn_cnt;
     /* sequences in launches of at most GDN_MAX_COUNTERS / n_v (the counters' capacity) */
     int32_t per = GDN_MAX_COUNTERS / p->n_v;
     if (per > 65535) per = 65535;
