@@ -18,7 +18,6 @@
 /* The backend's PDL switch (common.cuh; set by memra_backend_cuda_init,
  * which the labs do not call): labs time single launches without PDL. */
 int cuda_pdl = 0;
-uint32_t cuda_pf_cap = 0;
 #endif
 
 static uint64_t lab_rs = LAB_SEED;

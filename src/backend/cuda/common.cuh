@@ -57,72 +57,30 @@ memra_status cuda_ws_reserve(memra_backend *be, size_t bytes);
 
 /* ---- programmatic dependent launch (PDL) ----
  *
- * A decode step is ~240-470 small kernels in a row, each of which used to
- * start only after the previous one had drained: the ramp-up and tail of every
- * kernel left HBM idle. With PDL (sm_90+), every kernel of this folder is
- * launched by cuda_launch with programmatic stream serialization and calls
- * pdl_start() first:
- *  - griddepcontrol.launch_dependents lets the NEXT kernel's blocks be
- *    scheduled as soon as every block of this one is resident, so they fill
- *    the SMs this kernel's tail leaves idle;
- *  - before griddepcontrol.wait, a kernel may only read what no earlier kernel
- *    of the step writes: the matvecs use that window to pull their first
- *    weight bytes into L2 (prefetch_l2), so the HBM stream continues across
- *    kernel boundaries;
- *  - griddepcontrol.wait returns when the previous kernel has completed and
- *    its writes are visible. That kernel waited for its own predecessor in
- *    turn, so everything before is complete too.
- * Nothing is written before the wait, and results do not change: the same
- * instructions run on the same data; only the start times move. Launched
- * without the attribute (sm_80, or MEMRA_PDL unset: the default until it
- * measures faster), the wait returns at once. */
+ * A decode step is ~240-470 small kernels in a row. Every kernel of this
+ * folder is launched by cuda_launch and calls pdl_start() before it reads or
+ * writes anything. With MEMRA_PDL=1 (sm_90+) the launches carry programmatic
+ * stream serialization: a kernel's blocks may be scheduled while the
+ * previous kernel's last blocks drain, and griddepcontrol.wait returns when
+ * that kernel has completed and its writes are visible (it waited for its
+ * own predecessor in turn, so everything before is complete too). No kernel
+ * calls griddepcontrol.launch_dependents, so the next grid launches as the
+ * last blocks exit. Results do not change: the same instructions run on the
+ * same data, only the start times move.
+ * Measured on the H200 (bench/results/2026-12-03-h200.md): +0.2..1.5%
+ * decode, inside the run-to-run noise, so it stays off by default; letting
+ * every kernel trigger its dependents at its start was 5-7% slower (the
+ * early blocks take SM slots wherever they are free and the next matvec
+ * runs unbalanced), and an L2 prefetch of a block's weight rows before the
+ * wait 7-17% slower. Launched without the attribute (sm_80, MEMRA_PDL unset)
+ * the wait returns at once. */
 extern int cuda_pdl; /* 1: launch with PDL (sm_90+ and MEMRA_PDL=1), set at backend init */
 
-__device__ __forceinline__ void pdl_trigger(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(MEMRA_PDL_NO_TRIGGER)
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void pdl_wait(void) {
+/* Every kernel's first statement. */
+__device__ __forceinline__ void pdl_start(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-}
-
-/* Every kernel's first statement unless it has a prologue (then
- * pdl_trigger(), the prologue, pdl_wait()). */
-__device__ __forceinline__ void pdl_start(void) {
-    pdl_trigger();
-    pdl_wait();
-}
-
-/* Pulls [p, p + bytes) into L2 without registers (sm_90 bulk prefetch;
- * nothing on older parts). p 16-byte aligned; bytes rounded down to 16. */
-__device__ __forceinline__ void prefetch_l2(const void *p, uint64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint8_t *b = (const uint8_t *)p;
-    while (bytes >= 16) {
-        const uint32_t n = bytes > 65536 ? 65536u : (uint32_t)(bytes & ~(uint64_t)15);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b), "r"(n) : "memory");
-        b += n, bytes -= n;
-    }
-#endif
-}
-
-/* The most bytes one block prefetches in its PDL prologue (0: none),
- * passed to the kernels in their arguments; MEMRA_PF=BYTES at backend init
- * overrides the default (measurements: bench/results). */
-extern uint32_t cuda_pf_cap;
-
-/* One block of a weight-streaming kernel prefetches its first `cap` bytes
- * of [p, p + bytes) in 4 KiB pieces spread over its threads (a PDL
- * prologue). */
-__device__ __forceinline__ void prefetch_l2_block(const void *p, uint64_t bytes, uint64_t cap) {
-    if (bytes > cap) bytes = cap;
-    const uint64_t beg = (uintptr_t)p & ~(uint64_t)15, end = ((uintptr_t)p + bytes) & ~(uint64_t)15;
-    for (uint64_t o = beg + 4096 * (uint64_t)threadIdx.x; o < end; o += 4096 * (uint64_t)blockDim.x)
-        prefetch_l2((const void *)o, end - o < 4096 ? end - o : 4096);
 }
 
 /* kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute when
@@ -179,6 +137,27 @@ __device__ __forceinline__ float block_max(float v, float *sh) {
     __syncthreads();
     float r = lane < nw ? sh[lane] : -INFINITY;
     return warp_max(r);
+}
+
+/* The RMSNorm factor 1 / sqrt(mean(x^2) + eps) of the n floats at x (n % 4
+ * == 0, x 16-byte aligned), computed by one warp in a fixed order: lane l
+ * sums the squares of float4s l, l + 32, ... in one fmaf chain, then
+ * warp_sum. Every lane gets the same bits; the order depends on n only. The
+ * matvecs use it to apply a layer's input norm themselves (memra_norm):
+ * x -> (x * inv) * w, rmsnorm's formula (norm.cu sums in another order). */
+__device__ __forceinline__ float warp_inv_rms(const float *__restrict__ x, int64_t n, float eps) {
+    const int lane = threadIdx.x & 31;
+    const float4 *p = (const float4 *)x;
+    float ss = 0.0f;
+    for (int64_t i = lane; i < n / 4; i += 32) {
+        const float4 v = __ldg(p + i);
+        ss = fmaf(v.x, v.x, ss);
+        ss = fmaf(v.y, v.y, ss);
+        ss = fmaf(v.z, v.z, ss);
+        ss = fmaf(v.w, v.w, ss);
+    }
+    ss = warp_sum(ss);
+    return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }

@@ -254,7 +254,6 @@ static void c_destroy(memra_backend *be) {
 static memra_backend_ops cuda_ops;
 
 int cuda_pdl;
-uint32_t cuda_pf_cap = 0;
 
 static void cuda_ops_fill(memra_backend_ops *o) {
     memset(o, 0, sizeof *o);
@@ -345,8 +344,6 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
      * the H200 (bench/results/2026-12-03-h200.md) */
     const char *pdl = getenv("MEMRA_PDL");
     cuda_pdl = prop.major >= 9 && pdl && strcmp(pdl, "1") == 0;
-    const char *pf = getenv("MEMRA_PF");
-    if (pf && *pf) cuda_pf_cap = (uint32_t)strtoul(pf, NULL, 10);
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->impl = c;

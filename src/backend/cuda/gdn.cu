@@ -81,7 +81,6 @@ typedef struct gdn_args {
     int64_t conv_dim;
     int32_t n_k, n_v, kv_tiled, dc;
     float eps, l2_eps;
-    uint32_t pf;   /* PDL prologue prefetch cap (common.cuh) */
     unsigned *cnt; /* the arrival counters (above) */
 } gdn_args;
 
@@ -147,13 +146,7 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
     __shared__ float vs[CB], os[CB], red[8];
     __shared__ int last_key, last_head;
     const int h = blockIdx.x / GDN_NS, sp = blockIdx.x % GDN_NS, s = blockIdx.y;
-    pdl_trigger();
-    /* PDL prologue: this block's slice of the recurrent state into L2. The
-     * previous step wrote it, and the slot table is uploaded before a step's
-     * first kernel; an L2 prefetch cannot read stale data in any case. */
-    prefetch_l2_block(a.ssm_state + (((int64_t)a.slot[s] * a.n_v + h) * DV + sp * CB) * DK,
-                      (uint64_t)CB * DK * sizeof(float), a.pf);
-    pdl_wait();
+    pdl_start();
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tid = threadIdx.x;
     const int kh = a.kv_tiled ? h % a.n_k : h / (a.n_v / a.n_k);
     const int64_t key_dim = (int64_t)a.n_k * DK, vdim = (int64_t)a.n_v * DV;
@@ -316,7 +309,6 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
     a.dc = p->d_conv;
     a.eps = p->eps;
     a.l2_eps = p->l2_eps;
-    a.pf = cuda_pf_cap;
     a.cnt = c->gdn_cnt;
     /* sequences in launches of at most GDN_MAX_COUNTERS / n_v (the counters' capacity) */
     int32_t per = GDN_MAX_COUNTERS / p->n_v;

@@ -142,7 +142,6 @@ struct mv_multi_args {
     size_t row_bytes;
     int64_t in, T;
     int accumulate;
-    uint32_t pf; /* PDL prologue prefetch cap (common.cuh), set by the launchers */
 };
 
 /* Launch contract: grid (blk0[4], ceil(T / NT)), block 32 * WARPS, W rows
@@ -151,19 +150,12 @@ struct mv_multi_args {
  * 16-byte aligned; in % 32 == 0 (the type's block size). */
 template <int TYPE, int NT, int R, int WARPS, int U, bool SWIGLU>
 __global__ void __launch_bounds__(32 * WARPS) k_matvec_multi(mv_multi_args a, const float *__restrict__ x) {
-    pdl_trigger();
+    pdl_start();
     int wi = 0;
     while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
     const int64_t n_out = a.n_out[wi];
     constexpr int RO = SWIGLU ? 1 : R; /* output rows per warp */
     const int64_t blk_row = (int64_t)((int)blockIdx.x - a.blk0[wi]) * WARPS * RO;
-    if (blockIdx.y == 0 && blk_row < n_out) { /* PDL prologue: the weights only */
-        const int64_t nr = n_out - blk_row < WARPS * RO ? n_out - blk_row : WARPS * RO;
-        for (int i = 0; i < (SWIGLU ? 2 : 1); i++)
-            prefetch_l2_block(a.W[SWIGLU ? i : wi] + blk_row * (int64_t)a.row_bytes, (uint64_t)nr * a.row_bytes,
-                              a.pf);
-    }
-    pdl_wait();
     const int64_t row0 = blk_row + (int64_t)(threadIdx.x >> 5) * RO;
     if (row0 >= n_out) return;
     const int64_t t0 = (int64_t)blockIdx.y * NT;
@@ -215,7 +207,6 @@ struct mv_config {
 template <int TYPE, int NT>
 static void launch_matvec_multi(mv_multi_args a, int n, bool swiglu, const float *x, cudaStream_t s) {
     typedef mv_config<TYPE, NT> C;
-    a.pf = cuda_pf_cap;
     const dim3 block(32 * C::WARPS);
     const unsigned gy = (unsigned)((a.T + NT - 1) / NT);
     if (swiglu) {

@@ -251,15 +251,8 @@ __global__ void __launch_bounds__(32 * MOE_GU_WARPS)
     k_moe_block_gu(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu, const uint8_t *__restrict__ Sg,
                    const uint8_t *__restrict__ Su, size_t row_bytes, int64_t H, int64_t F, int64_t Fs, int32_t E,
                    int32_t K, const float *__restrict__ logits, const float *__restrict__ xn, float *__restrict__ act,
-                   int32_t *__restrict__ ids, float *__restrict__ wts, uint32_t pf) {
-    pdl_trigger();
-    const int64_t b0 = (int64_t)blockIdx.x * MOE_GU_WARPS * MOE_GU_F;
-    if (blockIdx.y == 0 && b0 < Fs) { /* PDL prologue: the shared expert's rows (the routed ones are not known yet) */
-        const int64_t nr = Fs - b0 < MOE_GU_WARPS * MOE_GU_F ? Fs - b0 : MOE_GU_WARPS * MOE_GU_F;
-        prefetch_l2_block(Sg + b0 * (int64_t)row_bytes, (uint64_t)nr * row_bytes, pf);
-        prefetch_l2_block(Su + b0 * (int64_t)row_bytes, (uint64_t)nr * row_bytes, pf);
-    }
-    pdl_wait();
+                   int32_t *__restrict__ ids, float *__restrict__ wts) {
+    pdl_start();
     __shared__ float p[MOE_MAX_EXPERT];
     __shared__ int32_t sid[MOE_MAX_USED];
     __shared__ float sw[MOE_MAX_USED];
@@ -314,13 +307,8 @@ __global__ void __launch_bounds__(32 * MOE_DN_MAX_WARPS)
     k_moe_block_down(const uint8_t *__restrict__ Wd, size_t rb, const uint8_t *__restrict__ Sd, size_t rbs,
                      int64_t F, int64_t Fs, int64_t H, int32_t E, int32_t K, const int32_t *__restrict__ ids,
                      const float *__restrict__ wts, const float *__restrict__ act, const float *__restrict__ sg,
-                     int64_t sg_stride, float *__restrict__ x, uint32_t pf) {
-    pdl_trigger();
-    if (blockIdx.y == 0 && Fs > 0) { /* PDL prologue: the shared expert's rows */
-        const int64_t q0 = (int64_t)blockIdx.x * MOE_DN_ROWS, nr = H - q0 < MOE_DN_ROWS ? H - q0 : MOE_DN_ROWS;
-        prefetch_l2_block(Sd + q0 * (int64_t)rbs, (uint64_t)nr * rbs, pf);
-    }
-    pdl_wait();
+                     int64_t sg_stride, float *__restrict__ x) {
+    pdl_start();
     __shared__ float part[MOE_MAX_USED + 1][MOE_DN_ROWS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     const int64_t t = blockIdx.y, r0 = (int64_t)blockIdx.x * MOE_DN_ROWS, n_rows = Fs + (int64_t)K * F;
@@ -404,7 +392,7 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
 #define GU_CASE(TY)                                                                                              \
     case TY:                                                                                                     \
         cuda_launch(k_moe_block_gu<TY>, gu, 32 * MOE_GU_WARPS, 0, s, Wg, Wu, Sg, Su, rb, H, F, Fs, E, K, logits, xn, act, \
-                                                            ids, w, cuda_pf_cap);                                             \
+                                                            ids, w);                                             \
         break;
         CUDA_FOR_EACH_TYPE(GU_CASE)
 #undef GU_CASE
@@ -419,7 +407,7 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
     switch (td) {
 #define DN_CASE(TY)                                                                                                  \
     case TY:                                                                                                         \
-        cuda_launch(k_moe_block_down<TY>, gd, bd, 0, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w, act, sg, sg_stride, x, cuda_pf_cap); \
+        cuda_launch(k_moe_block_down<TY>, gd, bd, 0, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w, act, sg, sg_stride, x); \
         break;
         CUDA_FOR_EACH_TYPE(DN_CASE)
 #undef DN_CASE
