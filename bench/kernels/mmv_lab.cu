@@ -1,14 +1,17 @@
 /* Tensor-core decode matvec lab (src/backend/cuda/mmv.cuh) on one
- * {in, n_out} Q4_K weight: k_mmv with the production L2 prefetch distance
- * (PD = MMV_PD), PD = 2 and PD = 4, against the production k_matvec_multi.
+ * {in, n_out} Q4_K weight: k_mmv with the production weight path (ST =
+ * MMV_ST) and each of ST = 0 (registers, one super-block at a time), 1
+ * (register double buffer), 2 and 3 (cp.async shared-memory ring), 12 and
+ * 13 (the same ring filled by bulk copies), against the production
+ * k_matvec_multi.
  *
  * Validation on random blocks: T = 1 against the CPU reference
  * (memra_dot_row, all rows; max|gpu - cpu| / max|cpu| <= 1e-5, the gate's
- * tolerance), every token row of T = 4, 8, 15 bit for bit against T = 1 on
- * that token (batch invariance), every PD bit for bit against the
- * production one, the multi-weight launch (a second weight = the first one
- * 7 rows on) and the swiglu launch (gate = W, up = W 3 rows on) against the
- * single results. Then timed with CUDA events after an L2 flush (median of
+ * tolerance), every token row of T = 2, 4, 8, 15 bit for bit against T = 1 on
+ * that token (batch invariance), every ST bit for bit against the
+ * production one (every token, T = 1), the multi-weight launch (a second
+ * weight = the first one 7 rows on) and the swiglu launch (gate = W, up = W
+ * 3 rows on) against the single results at T = 2 and 8. Then timed with CUDA events after an L2 flush (median of
  * 15, one launch, launch latency included). GB/s counts weight bytes; % is
  * of the device-to-device copy (read + write) measured in the same run.
  *
@@ -23,7 +26,7 @@ static double g_copy;
 static int g_fail;
 
 struct job {
-    int kind; /* 0 = k_matvec_multi production, 1 = mmv PD = MMV_PD, 2 = PD 2, 3 = PD 4 */
+    int kind; /* 0 = k_matvec_multi production, 1 = mmv production (ST = MMV_ST), 2..7 = ST 0, 1, 2, 3, 12, 13 */
     uint32_t type;
     const uint8_t *W;
     size_t rb;
@@ -32,6 +35,18 @@ struct job {
     float *y;
     int ks; /* K split override (timing only), 0 = production */
 };
+
+static void mmv_by_kind(int kind, const mmv_args &a, int ks) {
+    switch (kind) {
+    case 1: mmv_launch<MMV_ST>(a, 0, ks); break;
+    case 2: mmv_launch<0>(a, 0, ks); break;
+    case 3: mmv_launch<1>(a, 0, ks); break;
+    case 4: mmv_launch<2>(a, 0, ks); break;
+    case 5: mmv_launch<3>(a, 0, ks); break;
+    case 6: mmv_launch<12>(a, 0, ks); break;
+    default: mmv_launch<13>(a, 0, ks); break;
+    }
+}
 
 template <int TY>
 static void run_job(const job &j) {
@@ -51,12 +66,7 @@ static void run_job(const job &j) {
     a.T = (int)j.T;
     a.x = j.x;
     mmv_blocks(&a, 1);
-    if (j.kind == 1)
-        mmv_launch<MMV_PD>(a, 0, j.ks);
-    else if (j.kind == 2)
-        mmv_launch<2>(a, 0, j.ks);
-    else
-        mmv_launch<4>(a, 0, j.ks);
+    mmv_by_kind(j.kind, a, j.ks);
 }
 
 static void get(float *h, const float *d, size_t n) { CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost)); }
@@ -85,9 +95,10 @@ static void run_type(int64_t in, int64_t n_out) {
     float *y1[MMV_MAX_T], *yt = (float *)malloc(sizeof(float) * TB * n_out);
     float *y2 = (float *)malloc(sizeof(float) * TB * n_out);
     for (int t = 0; t < TB; t++) y1[t] = (float *)malloc(sizeof(float) * n_out);
-    float *yp1 = (float *)malloc(sizeof(float) * n_out);
-    for (int kind = 1; kind <= 3; kind++) {
-        const int pd = kind == 1 ? MMV_PD : kind == 2 ? 2 : 4;
+    float *yp1 = (float *)malloc(sizeof(float) * TB * n_out); /* production's T = 1 rows of every token */
+    for (int kind = 1; kind <= 7; kind++) {
+        static const int kst[8] = {-1, MMV_ST, 0, 1, 2, 3, 12, 13};
+        const int st = kst[kind];
         job j = {kind, TY, dw, rb, in, n_out, 1, dx, dy, 0};
         /* T = 1 per token */
         for (int t = 0; t < TB; t++) {
@@ -105,8 +116,8 @@ static void run_type(int64_t in, int64_t n_out) {
         }
         double err = md / mref;
         int inv = 1;
-        const int Ts[3] = {4, 8, 15};
-        for (int k = 0; k < 3; k++) {
+        const int Ts[4] = {2, 4, 8, 15};
+        for (int k = 0; k < 4; k++) {
             j.T = Ts[k];
             CK(cudaMemset(dy, 0xFF, sizeof(float) * TB * n_out));
             run_job<TY>(j);
@@ -115,22 +126,21 @@ static void run_type(int64_t in, int64_t n_out) {
             for (int t = 0; t < Ts[k]; t++) inv &= !memcmp(yt + t * n_out, y1[t], sizeof(float) * n_out);
         }
         j.T = 1;
-        int samepd = 1;
+        int samest = 1;
         if (kind == 1)
-            memcpy(yp1, y1[0], sizeof(float) * n_out);
+            for (int t = 0; t < TB; t++) memcpy(yp1 + t * n_out, y1[t], sizeof(float) * n_out);
         else
-            samepd = !memcmp(yp1, y1[0], sizeof(float) * n_out);
-        /* multi (weight 2 = W from row 7) and swiglu (gate = W, up = W from row 3), T = 8 */
+            for (int t = 0; t < TB; t++) samest &= !memcmp(yp1 + t * n_out, y1[t], sizeof(float) * n_out);
+        /* multi (weight 2 = W from row 7) and swiglu (gate = W, up = W from row 3), T = 2 and 8 */
         int multi_ok = 1, swi_ok = 1;
-        if (kind == 1) {
-            const int T = 8;
+        for (int T = 2; T <= 8; T += 6) {
             mmv_args a;
             memset(&a, 0, sizeof a);
             a.W[0] = dw, a.n_out[0] = n_out, a.y[0] = dy;
             a.W[1] = dw + 7 * rb, a.n_out[1] = n_out - 7, a.y[1] = dy2;
             a.row_bytes = rb, a.in = in, a.T = T, a.x = dx;
             mmv_blocks(&a, 2);
-            mmv_launch(a, 0);
+            mmv_by_kind(kind, a, 0);
             CK(cudaDeviceSynchronize());
             get(yt, dy, (size_t)T * n_out);
             get(y2, dy2, (size_t)T * (n_out - 7));
@@ -142,7 +152,7 @@ static void run_type(int64_t in, int64_t n_out) {
             a.W[0] = dw, a.W[1] = dw + 3 * rb, a.n_out[0] = a.n_out[1] = n_out - 3, a.y[0] = dy;
             a.row_bytes = rb, a.in = in, a.T = T, a.x = dx, a.swiglu = 1;
             mmv_blocks(&a, 1);
-            mmv_launch(a, 0);
+            mmv_by_kind(kind, a, 0);
             CK(cudaDeviceSynchronize());
             get(yt, dy, (size_t)T * (n_out - 3));
             for (int t = 0; t < T; t++)
@@ -152,7 +162,7 @@ static void run_type(int64_t in, int64_t n_out) {
                     if (!(fabsf(yt[t * (n_out - 3) + o] - want) <= 1e-6f * (fabsf(want) + 1e-3f))) swi_ok = 0;
                 }
         }
-        int ok = err <= 1e-5 && inv && samepd && multi_ok && swi_ok;
+        int ok = err <= 1e-5 && inv && samest && multi_ok && swi_ok;
         if (!ok) g_fail++;
         double us[3];
         const int tt[3] = {1, 4, 8};
@@ -160,15 +170,15 @@ static void run_type(int64_t in, int64_t n_out) {
             j.T = tt[k];
             us[k] = lab_time_us([&] { run_job<TY>(j); });
         }
-        printf("MMV %-7s PD%d  T=1 %6.1f us %4.0f%%  T=4 %6.1f us %4.0f%%  T=8 %6.1f us %4.0f%%  err %.2e inv %s pd %s "
+        printf("MMV %-7s %s%d  T=1 %6.1f us %4.0f%%  T=4 %6.1f us %4.0f%%  T=8 %6.1f us %4.0f%%  err %.2e inv %s =prod %s "
                "multi %s swiglu %s %s\n",
-               name, pd, us[0], 100 * wb / (us[0] * 1e-6) / 1e9 / g_copy, us[1],
+               name, kind == 1 ? "prod ST" : "ST", st, us[0], 100 * wb / (us[0] * 1e-6) / 1e9 / g_copy, us[1],
                100 * wb / (us[1] * 1e-6) / 1e9 / g_copy, us[2], 100 * wb / (us[2] * 1e-6) / 1e9 / g_copy, err,
-               inv ? "yes" : "NO", samepd ? "yes" : "NO", multi_ok ? "yes" : "NO", swi_ok ? "yes" : "NO",
+               inv ? "yes" : "NO", samest ? "yes" : "NO", multi_ok ? "yes" : "NO", swi_ok ? "yes" : "NO",
                ok ? "ok" : "FAIL");
         fflush(stdout);
-        if (kind != 1) continue;
-        printf("MMV %-7s PD%d  K split (timing only, T=1):", name, pd);
+        if (kind == 1) continue;
+        printf("MMV %-7s ST%d  K split (timing only, T=1):", name, st);
         for (int ks = 1; ks <= MMV_KS_MAX; ks *= 2) {
             j.T = 1, j.ks = ks;
             double u = lab_time_us([&] { run_job<TY>(j); });

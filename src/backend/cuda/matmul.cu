@@ -8,9 +8,10 @@
  *
  * Q4_K rows of a multiple of 256 take the tensor-core matvec
  * instead (mmv.cuh: one launch; the activations are converted inside it),
- * with the same property. MEMRA_MMV=0 in the environment (read at the first
- * matmul) sends them to k_matvec_multi too: a fallback switch on the device, no
- * rebuild needed.
+ * and Q6_K rows of a multiple of 512 its Q6_K sibling (mmv6.cuh), with the
+ * same property. MEMRA_MMV=0 in the environment (read at the first matmul)
+ * sends both to k_matvec_multi too, MEMRA_MMV6=0 only the Q6_K rows: fallback
+ * switches on the device, no rebuild needed.
  *
  * Prefill (T >= MM_TC_MIN_T) goes to the tensor-core GEMM (gemm.cu,
  * cuda_gemm_tc). Known gap: a row computed with T >= 16 differs from the
@@ -21,6 +22,7 @@
 
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/mmv.cuh"
+#include "backend/cuda/mmv6.cuh"
 #include "backend/cuda/ops.cuh"
 
 #define MM_TC_MIN_T 16
@@ -78,9 +80,31 @@ static int mmv_use(uint32_t type, int64_t in) {
     return on && mmv_type_ok(type, in);
 }
 
+/* The Q6_K tensor-core matvec (mmv6.cuh): off with MEMRA_MMV=0 too, or
+ * alone with MEMRA_MMV6=0. */
+static int mmv6_use(uint32_t type, int64_t in) {
+    static int on = -1; /* a benign race: every thread stores the same value */
+    if (on < 0) {
+        const char *e = getenv("MEMRA_MMV6");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on && mmv_use(MEMRA_TYPE_Q4_K, 256) && mmv6_type_ok(type, in);
+}
+
+static memra_status mmv6_run(memra_backend *be, const uint8_t *const *W, const int64_t *n_out, float *const *y, int n,
+                             const memra_weight *w0, const float *x, int64_t T, int accumulate,
+                             const memra_norm *norm) {
+    mmv6_args a = {};
+    for (int k = 0; k < n; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = y[k];
+    a.row_bytes = w0->row_bytes, a.in = w0->ne[0], a.x = x, a.T = (int)T, a.accumulate = accumulate;
+    if (norm) a.nw = (const float *)norm->w->data, a.eps = norm->eps;
+    mmv6_launch(a, n, cuda_of(be)->stream);
+    return CUDA_LAUNCHED(be, "matmul: mmv6");
+}
+
 static memra_status mmv_run(memra_backend *be, mmv_args *a, int n) {
     mmv_blocks(a, n);
-    mmv_launch(*a, cuda_of(be)->stream);
+    mmv_launch_prod(*a, cuda_of(be)->stream);
     return CUDA_LAUNCHED(be, "matmul: mmv");
 }
 
@@ -98,6 +122,10 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
         a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate;
         return mmv_run(be, &a, 1);
     }
+    if (mmv6_use(w->type, in)) {
+        const uint8_t *W = (const uint8_t *)w->data;
+        return mmv6_run(be, &W, &n_out, &y, 1, w, x, T, accumulate, NULL);
+    }
     mv_multi_args a = {};
     a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
     a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate;
@@ -114,6 +142,15 @@ static memra_status norm_check(memra_backend *be, const memra_norm *norm, int64_
                             w && w->name ? w->name : "?", (long long)in);
     return MEMRA_OK;
 }
+
+/* Whether a matmul_multi path (fused[] code) applies a memra_norm inside
+ * its kernel: the tensor-core matvecs (mmv, mmv6), whose blocks compute each
+ * token's 1 / rms once and fold it into their activation staging. The
+ * k_matvec_multi path does not: with a factor per warp (its blocks are
+ * small, thousands per matvec) every warp re-read the whole x row, and 9b
+ * Q8_0 decode fell from 248 to 187 tok/s on the H200; it takes the rmsnorm
+ * op into the workspace instead (bench/results/2026-12-03-h200.md). */
+static int path_takes_norm(int path) { return path == 1 || path == 3; }
 
 /* rmsnorm(x) into the start of the workspace (the rmsnorm op), for the
  * paths that do not apply the norm inside their kernels; `after` more bytes
@@ -141,16 +178,20 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
             st = CUDA_INVALID(be, "matmul_multi: a norm needs one row length (%lld, %lld)", (long long)w[0]->ne[0],
                               (long long)w[i]->ne[0]);
         if (st) return st;
-        /* 1: tensor-core matvec, 2: k_matvec_multi, 0: cuda_op_matmul alone */
-        fused[i] = T > 0 && T < MM_TC_MIN_T && w[i]->ne[0] == w[0]->ne[0] ? (mmv_use(w[i]->type, w[i]->ne[0]) ? 1 : 2)
-                                                                           : 0;
+        /* 1: tensor-core matvec (Q4_K), 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul alone */
+        fused[i] = T > 0 && T < MM_TC_MIN_T && w[i]->ne[0] == w[0]->ne[0]
+                       ? (mmv_use(w[i]->type, w[i]->ne[0]) ? 1 : mmv6_use(w[i]->type, w[i]->ne[0]) ? 3 : 2)
+                       : 0;
     }
     memra_status nst = norm_check(be, norm, w[0]->ne[0]);
     if (nst || T == 0) return nst;
-    if (norm) {
+    /* the norm goes into the kernels when every launch of the call takes it */
+    int in_kernel = 1;
+    for (int i = 0; i < n; i++) in_kernel &= path_takes_norm(fused[i]);
+    if (norm && !in_kernel) {
         float *xn;
         if ((nst = norm_to_ws(be, norm, x, w[0]->ne[0], T, 0, &xn))) return nst;
-        x = xn;
+        x = xn, norm = NULL;
     }
     for (int i = 0; i < n; i++) {
         if (fused[i] < 0) continue; /* launched with an earlier weight of its type */
@@ -175,7 +216,10 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
             mmv_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
             a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T;
+            if (norm) a.nw = (const float *)norm->w->data, a.eps = norm->eps;
             st = mmv_run(be, &a, m);
+        } else if (path == 3) {
+            st = mmv6_run(be, W, n_out, yk, m, w[i], x, T, 0, norm);
         } else {
             mv_multi_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
@@ -202,18 +246,20 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
     size_t part = ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255;
-    float *xn = NULL;
-    if (norm) { /* the xn rows first in the workspace, then room for the unfused path's g and u */
-        if ((st = norm_to_ws(be, norm, x, in, T, 2 * part, &xn))) return st;
-        x = xn;
-    }
+    const float *nw = norm ? (const float *)norm->w->data : NULL; /* the tensor-core launch applies the norm */
+    const float eps = norm ? norm->eps : 0.0f;
     if (T < MM_TC_MIN_T && gate->type == up->type && mmv_use(gate->type, in)) {
         mmv_args a = {};
-        a.x = x;
+        a.x = x, a.nw = nw, a.eps = eps;
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
         a.n_out[0] = a.n_out[1] = n, a.y[0] = out;
         a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1;
         return mmv_run(be, &a, 1);
+    }
+    float *xn = NULL;
+    if (norm) { /* the other paths: the xn rows first in the workspace, then room for the g and u rows */
+        if ((st = norm_to_ws(be, norm, x, in, T, 2 * part, &xn))) return st;
+        x = xn;
     }
     if (T < MM_TC_MIN_T && gate->type == up->type) {
         mv_multi_args a = {};

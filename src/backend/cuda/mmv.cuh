@@ -26,10 +26,32 @@
  *    2 tig + 9) of MMA m for lane group tig.
  *  - C is fresh per super-block, so d / s and dmin / s apply in fp32 once per
  *    super-block (acc += (d C - dmin M) / s, the division exact).
- *  - PD > 0 (lab only): each lane prefetches its row's block PD
- *    super-blocks ahead into L2 (prefetch.global.L2, no registers). PD = 2
- *    and 4 were no faster than none on the H200 (bench/results/matvec.md),
- *    so production runs PD = 0.
+ *  - With an input norm (mmv_args.nw, memra_norm) the block first computes
+ *    each token's 1 / rms (warp_inv_rms, warp w takes tokens w, w + ks, ..)
+ *    and the staging multiplies x by it and by the norm weight: the layer's
+ *    rmsnorm costs no launch of its own.
+ *  - How the weight bytes reach the MMAs is the template parameter ST
+ *    (none changes a bit; see k_mmv). ST = 0: each warp loads a
+ *    super-block into registers, stages x, does the MMAs and only then
+ *    loads the next, so nothing is in flight while it computes and the
+ *    warps of an SM move in step, HBM idle between bursts (~30% of copy in
+ *    the lab). ST = 2, 3 stream the bytes through a per-warp shared-memory
+ *    ring of 2, 3 slots (one super-block of the warp's 32 rows each, plus
+ *    the super-block's x at T <= 2) filled by 16-byte cp.async; ST = 12, 13
+ *    fill the same ring with one 144-byte bulk copy per row (completion on
+ *    an mbarrier per slot: one instruction per lane and super-block, 116-120
+ *    registers against 128 with 28-32 bytes spilled for cp.async). Slots
+ *    sb + 1 .. are in flight while sb is computed; the A fragments are read
+ *    back with conflict-free lds.128 (mmv_raw::load_sh). ST = 1 keeps the
+ *    next super-block in registers (174 registers at NG = 1: one 8-warp
+ *    block per SM instead of two). L2 prefetch (prefetch.global.L2 two or
+ *    four super-blocks ahead) was tried and did not help. Measured on the
+ *    H200 (bench/results/2026-12-03-h200.md; every ST bit-identical to
+ *    ST = 0 in bench/kernels/mmv_lab.cu): {4096, 12288} at T = 1, ST 0 / 1 /
+ *    2 / 3 = 32 / 23 / 28 / 25% of copy, and 9b q4_k_m decode 271 (ST 0),
+ *    231 (3), 229 (13) tok/s. The rings lose: their extra shared-memory
+ *    pass and waits cost more than the latency they hide at 1-4 super-blocks
+ *    per warp. Production stays at ST = 0; the others stay for the lab.
  *
  * Block layout: KS warps (KS = mmv_ks(row length) only) split the row into
  * fixed super-block ranges; each warp owns two 16-row tiles (rows 32 b ..
@@ -53,7 +75,7 @@
 
 #define MMV_KS_MAX 8 /* warps per block (K split) */
 #define MMV_MAX_T 15
-#define MMV_PD 0 /* production L2 prefetch distance, in super-blocks (see above) */
+#define MMV_ST 0 /* production weight path (k_mmv; the ring paths are not yet measured) */
 
 /* The types matmul.cu sends here. */
 static inline bool mmv_type_ok(uint32_t type, int64_t in) { return type == MEMRA_TYPE_Q4_K && in % 256 == 0 && in > 0; }
@@ -73,10 +95,28 @@ __host__ __device__ static inline int mmv_ks(int nsb) {
 #define MMV_SUM_W (8 * MMV_TIG_W)
 #define MMV_TOK_W 304
 
-/* Dynamic shared memory of a k_mmv<NG> block of ks warps: the staging
+/* The weight ring (ST >= 2): a slot holds one super-block of the warp's 32
+ * rows as in memory (row i at 144 i), then, when the activations travel in
+ * the ring too (mmv_xt tokens: NG = 1, T <= MMV_XRING_T), 1 KiB per token
+ * as in memory. ST = 2, 3: cp.async (16 bytes a lane); ST = 12, 13: the
+ * same ring of 2, 3 slots filled by bulk copies (one row a lane, 144
+ * bytes, completion on one mbarrier per slot, after the staging area). */
+#define MMV_SLOT_B (32 * 144)
+#define MMV_XRING_T 2
+
+__host__ __device__ static constexpr int mmv_ring(int st) { return st >= 10 ? st - 10 : st >= 2 ? st : 0; }
+__host__ __device__ static inline int mmv_xt(int ng, int st, int T) { return ng == 1 && st >= 2 && T <= MMV_XRING_T ? T : 0; }
+
+/* Bytes of one warp's area: the ring, the staging area of T tokens, the
+ * bulk ring's mbarriers. */
+__host__ __device__ static inline int mmv_warp_bytes(int ng, int st, int T) {
+    return mmv_ring(st) * (MMV_SLOT_B + 1024 * mmv_xt(ng, st, T)) + T * MMV_TOK_W * 4 + (st >= 10 ? 32 : 0);
+}
+
+/* Dynamic shared memory of a k_mmv<NG, ST> block of ks warps: the warps'
  * areas, later reused for the KS partial sums. */
-static inline size_t mmv_smem_bytes(int ng, int ks) {
-    size_t stage = (size_t)ks * 4 * ng * MMV_TOK_W * 4, part = (size_t)ks * 2 * ng * 16 * 4 * 4;
+static inline size_t mmv_smem_bytes(int ng, int st, int ks, int T) {
+    size_t stage = (size_t)ks * mmv_warp_bytes(ng, st, T), part = (size_t)ks * 2 * ng * 16 * 4 * 4;
     return stage > part ? stage : part;
 }
 
@@ -102,8 +142,6 @@ __device__ __forceinline__ uint32_t mmv_u4(const uint4 &v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-__device__ __forceinline__ void mmv_prefetch_l2(const uint8_t *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 /* One 16-row tile's raw bytes for one super-block: rows gid and gid + 8. */
 struct mmv_raw {
     uint4 head[2], qs[2][2];
@@ -116,7 +154,30 @@ struct mmv_raw {
             qs[r][1] = __ldg((const uint4 *)(b[r] + 32 + 32 * tig));
         }
     }
+    /* the same from a ring slot holding the warp's 32 rows (row 16 tl + i at
+     * 144 (16 tl + i)): lds.128 at 144 row + 16 + 32 tig is conflict-free
+     * per 8-lane phase (banks 4 gid + 4 + 8 tig mod 32), heads broadcast */
+    __device__ __forceinline__ void load_sh(const uint8_t *slot, int tl, int gid, int tig) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *b = slot + (16 * tl + gid + 8 * r) * 144;
+            head[r] = *(const uint4 *)b;
+            qs[r][0] = *(const uint4 *)(b + 16 + 32 * tig);
+            qs[r][1] = *(const uint4 *)(b + 32 + 32 * tig);
+        }
+    }
 };
+
+__device__ __forceinline__ void mmv_cp16(void *sdst, const void *gsrc) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(sdst)),
+                 "l"(gsrc)
+                 : "memory");
+}
+__device__ __forceinline__ void mmv_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void mmv_cp_wait(void) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 
 /* B fragments of super-block sb for tokens 0..T-1 into the warp's staging
  * area stg: lane L converts elements 8 L .. 8 L + 7 of each token (tig =
@@ -128,7 +189,8 @@ struct mmv_raw {
  * token is >= T). */
 template <int NG>
 __device__ __forceinline__ void mmv_stage(const float *__restrict__ x, int64_t in, int T, int sb, int lane,
-                                          uint32_t *stg, float *sinv) {
+                                          uint32_t *stg, float *sinv, const float *xsh, const float *__restrict__ nw,
+                                          const float *ninv) {
     const int tig = lane >> 3, jhi = (lane >> 2) & 1, mq = lane & 3;
     __syncwarp(); /* the previous super-block's fragments are read */
 #pragma unroll
@@ -136,9 +198,22 @@ __device__ __forceinline__ void mmv_stage(const float *__restrict__ x, int64_t i
 #pragma unroll
     for (int t = 0; t < 4 * NG; t++) {
         if (t >= T) break;
-        const float4 *p = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
-        const float4 u0 = __ldg(p), u1 = __ldg(p + 1);
-        const float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+        float4 u0, u1;
+        if (xsh) { /* the ring's copy of the super-block's x */
+            u0 = *(const float4 *)(xsh + 256 * t + 8 * lane);
+            u1 = *(const float4 *)(xsh + 256 * t + 8 * lane + 4);
+        } else {
+            const float4 *p = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
+            u0 = __ldg(p), u1 = __ldg(p + 1);
+        }
+        float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+        if (nw) { /* the input norm (memra_norm): rmsnorm's (x * inv) * w */
+            const float4 *q = (const float4 *)(nw + (int64_t)sb * 256 + 8 * lane);
+            const float4 w0 = __ldg(q), w1 = __ldg(q + 1);
+            const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(v[i], ninv[t]), wv[i]);
+        }
         float mx = 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
@@ -286,75 +361,198 @@ struct mmv_args {
     int T;
     int accumulate;
     int swiglu;
-    uint32_t pf; /* PDL prologue prefetch cap (common.cuh), set by mmv_launch_ng */
+    const float *nw; /* the input norm's weight {in} (memra_norm), NULL: x as is */
+    float eps;
 };
 
 /* Launch contract: grid (blk0[4]), block 32 * ks (ks = mmv_ks(in / 256) in
- * production), dynamic shared memory mmv_smem_bytes(NG, ks). PD: L2
- * prefetch distance in super-blocks (0 = none); it does not change the
- * arithmetic. NG = 1 (T <= 4, decode) is held to 128 registers: two blocks
- * of 8 warps per SM. */
-template <int NG, int PD>
-__global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 ? 2 : 1) k_mmv(mmv_args a) {
-    extern __shared__ uint32_t mmv_sh[];
+ * production), dynamic shared memory mmv_smem_bytes(NG, ST, ks, T). ST
+ * picks how the weight bytes reach the MMAs (none changes the arithmetic):
+ * 0 = registers, one super-block at a time; 1 = registers, the next
+ * super-block loaded while this one is computed; >= 2 = a shared-memory
+ * ring of ST super-blocks filled by cp.async, ST - 1 in flight. NG = 1
+ * (T <= 4, decode) is held to 128 registers except at ST = 1: two blocks of
+ * 8 warps per SM. */
+template <int NG, int ST>
+__global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k_mmv(mmv_args a) {
+    extern __shared__ __align__(16) uint32_t mmv_sh[];
     const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
-    pdl_trigger();
+    __shared__ float ninv[MMV_MAX_T]; /* the input norm's factor per token */
+    pdl_start();
+    if (a.nw) { /* warp w computes tokens w, w + ks, ... (warp_inv_rms) */
+        for (int t = wp; t < a.T; t += ks) {
+            const float v = warp_inv_rms(a.x + (int64_t)t * a.in, a.in, a.eps);
+            if (lane == 0) ninv[t] = v;
+        }
+        __syncthreads();
+    }
     int wi = 0;
     while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
     const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 32);
-    for (int i = 0; i < (a.swiglu ? 2 : 1); i++) { /* PDL prologue: this block's weight rows into L2 */
-        const int w = a.swiglu ? i : wi;
-        const int64_t nr = a.n_out[w] - tile0 < (a.swiglu ? 16 : 32) ? a.n_out[w] - tile0 : (a.swiglu ? 16 : 32);
-        prefetch_l2_block(a.W[w] + tile0 * (int64_t)a.row_bytes, (uint64_t)nr * a.row_bytes, a.pf);
-    }
-    pdl_wait();
     const int nsb = (int)(a.in / 256);
     const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
-    const uint8_t *rows[2][2];
+    const uint8_t *rows[2][2], *tbase[2];
     int64_t rbase[2];
     int64_t nrow[2];
-    const uint8_t *prow = nullptr; /* the row this lane prefetches: tile lane / 16, row lane % 16 */
 #pragma unroll
     for (int tl = 0; tl < 2; tl++) {
         const int w = a.swiglu ? tl : wi;
         rbase[tl] = a.swiglu ? tile0 : tile0 + 16 * tl;
         nrow[tl] = a.n_out[w];
+        tbase[tl] = a.W[w] + rbase[tl] * (int64_t)a.row_bytes;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             int64_t row = rbase[tl] + gid + 8 * r;
             rows[tl][r] = a.W[w] + (row < nrow[tl] ? row : nrow[tl] - 1) * (int64_t)a.row_bytes;
         }
-        const int64_t prw = rbase[tl] + (lane & 15);
-        if ((lane >> 4) == tl) prow = a.W[w] + (prw < nrow[tl] ? prw : nrow[tl] - 1) * (int64_t)a.row_bytes;
     }
-    uint32_t *stg = mmv_sh + wp * 4 * NG * MMV_TOK_W;
+    constexpr int RS = mmv_ring(ST); /* ring slots */
+    const int xt = mmv_xt(NG, ST, a.T), slot_b = MMV_SLOT_B + 1024 * xt;
+    uint8_t *ring = (uint8_t *)mmv_sh + wp * mmv_warp_bytes(NG, ST, a.T);
+    uint32_t *stg = (uint32_t *)(ring + RS * slot_b);
     float acc[2][NG][2];
 #pragma unroll
     for (int tl = 0; tl < 2; tl++)
 #pragma unroll
         for (int g = 0; g < NG; g++) acc[tl][g][0] = acc[tl][g][1] = 0.0f;
-#pragma unroll
-    for (int p = 0; p < PD; p++) {
-        if (sb0 + p < sb1) {
-            mmv_prefetch_l2(prow + (int64_t)(sb0 + p) * 144);
-            mmv_prefetch_l2(prow + (int64_t)(sb0 + p) * 144 + 143);
+    if constexpr (ST >= 10) {
+        /* lane L copies row L of the warp (tile L / 16) and, if L < xt, token L's x */
+        const uint32_t bar = (uint32_t)__cvta_generic_to_shared(stg + a.T * MMV_TOK_W);
+        const uint8_t *myrow;
+        {
+            const bool t1 = lane >= 16;
+            const int64_t rb = t1 ? rbase[1] : rbase[0], nr = t1 ? nrow[1] : nrow[0];
+            int64_t r = rb + (lane & 15);
+            r = r < nr ? r : nr - 1;
+            myrow = (t1 ? tbase[1] : tbase[0]) + (r - rb) * (int64_t)a.row_bytes;
         }
-    }
+        if (lane == 0) {
+#pragma unroll
+            for (int i = 0; i < RS; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar + 8 * i) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __syncwarp();
+        auto issue = [&](int sb, int slot) {
+            const uint32_t b = bar + 8 * slot;
+            if (lane == 0)
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(slot_b) : "memory");
+            __syncwarp();
+            const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + slot * slot_b);
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 144, [%2];" ::"r"(
+                             dst + 144 * lane),
+                         "l"(myrow + (int64_t)sb * 144), "r"(b)
+                         : "memory");
+            if (lane < xt)
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 1024, [%2];" ::"r"(
+                                 dst + MMV_SLOT_B + 1024 * lane),
+                             "l"(a.x + (int64_t)lane * a.in + (int64_t)sb * 256), "r"(b)
+                             : "memory");
+        };
+        const int nit = sb1 - sb0;
+#pragma unroll
+        for (int p = 0; p < RS - 1; p++)
+            if (p < nit) issue(sb0 + p, p);
 #pragma unroll 1
-    for (int sb = sb0; sb < sb1; sb++) {
-        mmv_raw cur[2];
-#pragma unroll
-        for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, tig);
-        if (PD && sb + PD < sb1) {
-            mmv_prefetch_l2(prow + (int64_t)(sb + PD) * 144);
-            mmv_prefetch_l2(prow + (int64_t)(sb + PD) * 144 + 143);
+        for (int it = 0; it < nit; it++) {
+            const uint32_t b = bar + 8 * (it % RS), par = (uint32_t)(it / RS) & 1u;
+            uint32_t done;
+            do
+                asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                             " selp.u32 %0, 1, 0, p;\n}"
+                             : "=r"(done)
+                             : "r"(b), "r"(par)
+                             : "memory");
+            while (!done);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* slot (it - 1) % RS: generic reads before async writes */
+            __syncwarp();
+            if (it + RS - 1 < nit) issue(sb0 + it + RS - 1, (it + RS - 1) % RS);
+            const uint8_t *slot = ring + (it % RS) * slot_b;
+            mmv_raw cur[2];
+            cur[0].load_sh(slot, 0, gid, tig);
+            cur[1].load_sh(slot, 1, gid, tig);
+            float sinv[NG];
+            mmv_stage<NG>(a.x, a.in, a.T, sb0 + it, lane, stg, sinv,
+                          xt ? (const float *)(slot + MMV_SLOT_B) : nullptr, a.nw, ninv);
+            mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
         }
-        float sinv[NG];
-        mmv_stage<NG>(a.x, a.in, a.T, sb, lane, stg, sinv);
-        mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
+        __syncwarp();
+        if (lane == 0)
+#pragma unroll
+            for (int i = 0; i < RS; i++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar + 8 * i) : "memory");
+    } else if constexpr (ST >= 2) {
+        /* this lane copies chunks c = lane + 32 i (i < 9) of a slot: row c / 9
+         * (tile row / 16, clamped to the weight), bytes 16 (c % 9) ..;
+         * off = the chunk's byte offset from its tile's row 0 (a multiple of
+         * 16, negative when the tile lies past the weight's end) | tile */
+        int32_t off[9];
+#pragma unroll
+        for (int i = 0; i < 9; i++) {
+            const int c = lane + 32 * i, row = c / 9, tl = row >> 4;
+            int64_t r = rbase[tl] + (row & 15);
+            r = r < nrow[tl] ? r : nrow[tl] - 1;
+            off[i] = (int32_t)((r - rbase[tl]) * (int64_t)a.row_bytes + 16 * (c - 9 * row)) | tl;
+        }
+        auto issue = [&](int sb, int slot) {
+            uint8_t *dst = ring + slot * slot_b;
+#pragma unroll
+            for (int i = 0; i < 9; i++)
+                mmv_cp16(dst + 16 * (lane + 32 * i), ((off[i] & 1) ? tbase[1] : tbase[0]) + (off[i] & ~15) + (int64_t)sb * 144);
+            for (int t = 0; t < xt; t++) { /* the lane's own x elements: read back by the same lane */
+                const float *xs = a.x + (int64_t)t * a.in + (int64_t)sb * 256 + 8 * lane;
+                mmv_cp16(dst + MMV_SLOT_B + 1024 * t + 32 * lane, xs);
+                mmv_cp16(dst + MMV_SLOT_B + 1024 * t + 32 * lane + 16, xs + 4);
+            }
+        };
+        const int nit = sb1 - sb0;
+#pragma unroll
+        for (int p = 0; p < RS - 1; p++) {
+            if (p < nit) issue(sb0 + p, p);
+            mmv_cp_commit();
+        }
+#pragma unroll 1
+        for (int it = 0; it < nit; it++) {
+            mmv_cp_wait<RS - 2>(); /* this lane's copies of super-block it landed */
+            __syncwarp(); /* ... and every lane's; slot (it - 1) % RS is read by all */
+            if (it + RS - 1 < nit) issue(sb0 + it + RS - 1, (it + RS - 1) % RS);
+            mmv_cp_commit();
+            const uint8_t *slot = ring + (it % RS) * slot_b;
+            mmv_raw cur[2];
+            cur[0].load_sh(slot, 0, gid, tig);
+            cur[1].load_sh(slot, 1, gid, tig);
+            float sinv[NG];
+            mmv_stage<NG>(a.x, a.in, a.T, sb0 + it, lane, stg, sinv,
+                          xt ? (const float *)(slot + MMV_SLOT_B) : nullptr, a.nw, ninv);
+            mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
+        }
+        mmv_cp_wait<0>();
+    } else if constexpr (ST == 1) {
+        mmv_raw cur[2], nxt[2];
+        if (sb0 < sb1)
+#pragma unroll
+            for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb0, tig);
+#pragma unroll 1
+        for (int sb = sb0; sb < sb1; sb++) {
+            if (sb + 1 < sb1)
+#pragma unroll
+                for (int tl = 0; tl < 2; tl++) nxt[tl].load(rows[tl][0], rows[tl][1], sb + 1, tig);
+            float sinv[NG];
+            mmv_stage<NG>(a.x, a.in, a.T, sb, lane, stg, sinv, nullptr, a.nw, ninv);
+            mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
+            cur[0] = nxt[0], cur[1] = nxt[1];
+        }
+    } else {
+#pragma unroll 1
+        for (int sb = sb0; sb < sb1; sb++) {
+            mmv_raw cur[2];
+#pragma unroll
+            for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, tig);
+            float sinv[NG];
+            mmv_stage<NG>(a.x, a.in, a.T, sb, lane, stg, sinv, nullptr, a.nw, ninv);
+            mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
+        }
     }
-    __syncthreads(); /* every warp is done with its staging area: reused for the partials */
+    __syncthreads(); /* every warp is done with its area: reused for the partials */
     float *part = (float *)mmv_sh; /* [ks][2][NG][16][4] */
 #define MMV_PART(k, tl, g, row, tk) part[((((k) * 2 + (tl)) * NG + (g)) * 16 + (row)) * 4 + (tk)]
 #pragma unroll
@@ -384,30 +582,37 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 ? 2 : 1) k_mmv(mmv_ar
 #undef MMV_PART
 }
 
-template <int NG, int PD>
-static void mmv_launch_ng(mmv_args a, cudaStream_t s, int ks) {
-    a.pf = cuda_pf_cap;
-    static bool attr_set; /* the opt-in above 48 KiB, once per instantiation */
+template <int NG, int ST>
+static void mmv_launch_ng(const mmv_args &a, cudaStream_t s, int ks) {
+    static bool attr_set; /* the opt-in above 48 KiB, once per instantiation: the largest T and ks */
     if (!attr_set) {
-        cudaFuncSetAttribute(k_mmv<NG, PD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)mmv_smem_bytes(NG, MMV_KS_MAX));
+        size_t mx = 0;
+        for (int T = 4 * NG - 3; T <= 4 * NG && T <= MMV_MAX_T; T++) {
+            const size_t b = mmv_smem_bytes(NG, ST, MMV_KS_MAX, T);
+            mx = b > mx ? b : mx;
+        }
+        cudaFuncSetAttribute(k_mmv<NG, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mx);
         attr_set = true;
     }
-    cuda_launch(k_mmv<NG, PD>, (unsigned)a.blk0[4], 32u * (unsigned)ks, mmv_smem_bytes(NG, ks), s, a);
+    cuda_launch(k_mmv<NG, ST>, (unsigned)a.blk0[4], 32u * (unsigned)ks, mmv_smem_bytes(NG, ST, ks, a.T), s, a);
 }
 
 /* ks: the K split, mmv_ks(in / 256) unless a lab overrides it for timing
- * (another split changes the rows' bits). PD: see k_mmv. */
-template <int PD = MMV_PD>
+ * (another split changes the rows' bits). ST: see k_mmv; T = 9..15 has no
+ * room for ST = 1 (registers) or 3 (shared memory) and runs 0 or 2. */
+template <int ST = MMV_ST>
 static void mmv_launch(const mmv_args &a, cudaStream_t s, int ks = 0) {
     if (!ks) ks = mmv_ks((int)(a.in / 256));
     if (a.T <= 4)
-        mmv_launch_ng<1, PD>(a, s, ks);
+        mmv_launch_ng<1, ST>(a, s, ks);
     else if (a.T <= 8)
-        mmv_launch_ng<2, PD>(a, s, ks);
+        mmv_launch_ng<2, ST>(a, s, ks);
     else
-        mmv_launch_ng<4, PD>(a, s, ks);
+        mmv_launch_ng<4, ST == 1 ? 0 : ST == 3 ? 2 : ST == 13 ? 12 : ST>(a, s, ks);
 }
+
+/* The production launch (ST = MMV_ST). */
+static void mmv_launch_prod(const mmv_args &a, cudaStream_t s) { mmv_launch<MMV_ST>(a, s); }
 
 /* Fills blk0 for weights 0..n-1 (n_out set); unused entries repeat the end. */
 static inline void mmv_blocks(mmv_args *a, int n) {

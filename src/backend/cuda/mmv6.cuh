@@ -1,0 +1,330 @@
+/* The decode matvec (T < 16) on the tensor cores for Q6_K.
+ *
+ * Q6_K is the output head and many ffn_down / attn_qkv tensors of the
+ * Q4_K_M files (25-36% of the bytes a token reads). k_matvec_multi
+ * (matvec.cuh) spends ~6 instructions per weight on it (byte loads of the
+ * 2-byte-aligned blocks, dequantization to fp32, the FMA), so it is
+ * issue-bound at ~45% of the copy bandwidth even on the 0.8 GB output head.
+ *
+ * Here a warp multiplies a 16-row tile with mma.sync m16n8k16 (fp16 x fp16
+ * -> fp32), one MMA per 16-element sub-block, so that the sub-block's int8
+ * scale can be applied to the MMA's fresh result in fp32:
+ *  - A = q - 32 as exact small integers in fp16, built from the ql / qh bytes
+ *    with one byte permute into 0x64 | q (= 1024 + q) and one f16x2 subtract
+ *    of 1056. (sc * q reaches 4096 in magnitude, not exact in fp16, so the
+ *    scale cannot be folded into A as mmv.cuh does for Q4_K.)
+ *  - B = the activations as x * s = hi + lo in fp16 (s a power of two per
+ *    (token, super-block) with max|x s| in [2^14, 2^15)), column 2t = token
+ *    t's hi, 2t + 1 its lo: one MMA serves 4 tokens; hi + lo carry ~22 bits.
+ *    The warp converts them itself per super-block into shared memory.
+ *  - per sub-block r: acc_sb += (d sc_r) (C_hi + C_lo) in fp32, then per
+ *    super-block acc += acc_sb / s (exact scaling, one rounding). The
+ *    products in the MMA are exact (6 x 11 bits) and 16 of them sum exactly
+ *    in fp32.
+ *  - The k order inside a sub-block is permuted so that each lane's A
+ *    fragment comes from 4 consecutive bytes of its rows: lane (gid, tig)
+ *    holds k slots 2 tig, 2 tig + 1 = elements 4 tig, 4 tig + 1 and slots
+ *    2 tig + 8, 2 tig + 9 = elements 4 tig + 2, 4 tig + 3 of the sub-block;
+ *    its B fragment reads the same four elements (a dot product does not
+ *    care about the order of its terms).
+ *  - The raw bytes of super-block sb + 1 are loaded before the MMAs of sb
+ *    (a register double buffer), so a warp always has a super-block in
+ *    flight. Blocks are 210 bytes: a super-block starts 4-byte aligned when
+ *    sb is even and 2 bytes off when it is odd (the row itself is 16-byte
+ *    aligned: row bytes = 210 x an even count); odd ones load their words as
+ *    two halves.
+ *
+ * Q6_K layout (256 elements, 210 bytes): ql[128] low nibbles, qh[64] high 2
+ * bits, scales[16] int8, d fp16. Element e = 128 n + 32 j + l (n < 2, j < 4,
+ * l < 32): low nibble (j >> 1) of ql[64 n + 32 (j & 1) + l], bits 2j of
+ * qh[32 n + l], scale scales[e / 16]. Sub-block r (16 elements) = (n, j,
+ * l in [16 (r & 1), +16)) with r = 8 n + 2 j + (l >> 4).
+ *
+ * Block layout: ks = mmv6_ks(row length) warps split the row into fixed
+ * super-block ranges; each warp owns one 16-row tile and loops NG groups of
+ * 4 tokens over the same A fragments; the ks partials are added in warp
+ * order. A row's arithmetic and order depend only on the row length and the
+ * token's own x: never on T, the grid or the other rows (batch invariance).
+ *
+ * Contract: in % 256 == 0 with in / 256 even (rows 4-byte aligned), rows
+ * 16-byte aligned, x 16-byte aligned, T in 1..15. */
+#ifndef MEMRA_CUDA_MMV6_CUH
+#define MEMRA_CUDA_MMV6_CUH
+
+#include <cuda_fp16.h>
+
+#include "backend/cuda/common.cuh"
+
+#define MMV6_KS_MAX 8
+#define MMV_MAX_T6 16 /* tokens per launch (T < 16) */
+#define MMV6_TS 272 /* halves per (token, part) row of the staging area: 256 + 16, so 8 rows x 32 B of one MMA's B
+                       reads take two bank sweeps */
+
+static inline bool mmv6_type_ok(uint32_t type, int64_t in) {
+    return type == MEMRA_TYPE_Q6_K && in > 0 && in % 512 == 0;
+}
+
+__host__ __device__ static inline int mmv6_ks(int nsb) {
+    int ks = nsb / 4;
+    return ks < 1 ? 1 : ks > MMV6_KS_MAX ? MMV6_KS_MAX : ks;
+}
+
+/* staging (4 NG tokens x 2 parts x MMV6_TS halves per warp), reused for the partials */
+static inline size_t mmv6_smem_bytes(int ng, int ks) {
+    size_t stage = (size_t)ks * 4 * ng * 2 * MMV6_TS * 2, part = (size_t)ks * ng * 16 * 4 * 4;
+    return stage > part ? stage : part;
+}
+
+/* One row's raw words of one super-block for this lane: ql words at 64 n +
+ * 16 i + 4 tig (i < 4), qh words at 128 + 32 n + 16 i + 4 tig (i < 2), the
+ * 16 scale bytes, d. */
+struct mmv6_raw {
+    uint32_t ql[2][4], qh[2][2], sc[4];
+    uint32_t d;
+};
+
+__device__ __forceinline__ uint32_t mmv6_ld32(const uint8_t *p, bool al) {
+    if (al) return __ldg((const uint32_t *)p);
+    const uint32_t lo = __ldg((const unsigned short *)p), hi = __ldg((const unsigned short *)(p + 2));
+    return lo | (hi << 16);
+}
+
+__device__ __forceinline__ void mmv6_load(mmv6_raw &w, const uint8_t *b, int tig, bool al) {
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) w.ql[n][i] = mmv6_ld32(b + 64 * n + 16 * i + 4 * tig, al);
+#pragma unroll
+        for (int i = 0; i < 2; i++) w.qh[n][i] = mmv6_ld32(b + 128 + 32 * n + 16 * i + 4 * tig, al);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) w.sc[i] = mmv6_ld32(b + 192 + 4 * i, al);
+    w.d = __ldg((const unsigned short *)(b + 208));
+}
+
+/* B rows of super-block sb for tokens 0..T-1 into the warp's staging area:
+ * lane L converts elements 8 L .. 8 L + 7 of each token; sinv[g] receives
+ * 1 / s of token 4 g + (lane & 3) (0 past T). */
+template <int NG>
+__device__ __forceinline__ void mmv6_stage(const float *__restrict__ x, int64_t in, int T, int sb, int lane,
+                                           const float *__restrict__ nw, const float *ninv, __half *stg,
+                                           float *sinv) {
+    __syncwarp(); /* the previous super-block's B reads are done */
+#pragma unroll
+    for (int g = 0; g < NG; g++) sinv[g] = 0.0f;
+#pragma unroll
+    for (int t = 0; t < 4 * NG; t++) {
+        if (t >= T) break;
+        const float4 *p = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
+        const float4 u0 = __ldg(p), u1 = __ldg(p + 1);
+        float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+        if (nw) { /* the input norm: (x * inv) * w */
+            const float4 *q = (const float4 *)(nw + (int64_t)sb * 256 + 8 * lane);
+            const float4 w0 = __ldg(q), w1 = __ldg(q + 1);
+            const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(v[i], ninv[t]), wv[i]);
+        }
+        float mx = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
+        mx = warp_max(mx);
+        const int e = mx > 0.0f ? (int)((__float_as_uint(mx) >> 23) & 255u) - 126 : 0;
+        int es = 15 - e;
+        es = es > 126 ? 126 : es < -126 ? -126 : es;
+        const float sc = __uint_as_float((uint32_t)(es + 127) << 23);
+        uint32_t hi[4], lo[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float a = __fmul_rn(v[2 * i], sc), b = __fmul_rn(v[2 * i + 1], sc);
+            const __half2 h = __floats2half2_rn(a, b);
+            const float2 f = __half22float2(h);
+            const __half2 l = __floats2half2_rn(__fsub_rn(a, f.x), __fsub_rn(b, f.y));
+            hi[i] = *(const uint32_t *)&h, lo[i] = *(const uint32_t *)&l;
+        }
+        *(uint4 *)(stg + (2 * t) * MMV6_TS + 8 * lane) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+        *(uint4 *)(stg + (2 * t + 1) * MMV6_TS + 8 * lane) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        if ((lane & 3) == (t & 3)) sinv[t >> 2] = __uint_as_float((uint32_t)(127 - es) << 23);
+    }
+    __syncwarp(); /* the B rows are written */
+}
+
+__device__ __forceinline__ void mmv6_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+/* int8 byte k of w as a float, exactly: (b ^ 0x80) + 2^23 - (2^23 + 128) */
+__device__ __forceinline__ float mmv6_i8f(uint32_t w, int k) {
+    return __uint_as_float(0x4B000000u | (((w >> (8 * k)) & 255u) ^ 0x80u)) - 8388736.0f;
+}
+
+/* acc[g][r]: token 4 g + tig of row gid + 8 r, this super-block added. */
+template <int NG>
+__device__ __forceinline__ void mmv6_sb(const mmv6_raw (&w)[2], float (*acc)[2], const __half *stg,
+                                        const float *sinv, int T, int gid, int tig) {
+    float d[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) d[r] = __half2float(__ushort_as_half((unsigned short)w[r].d));
+    const __half *bp[NG];
+#pragma unroll
+    for (int g = 0; g < NG; g++) {
+        const int tok = 4 * g + (gid >> 1);
+        bp[g] = tok < T ? stg + (2 * tok + (gid & 1)) * MMV6_TS + 4 * tig : nullptr;
+    }
+    float part[NG][2];
+#pragma unroll
+    for (int g = 0; g < NG; g++) part[g][0] = part[g][1] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 16; r++) {
+        const int n = r >> 3, j = (r >> 1) & 3, hb = r & 1; /* element base 128 n + 32 j + 16 hb */
+        uint32_t a[4];
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+            /* 4 six-bit values (bytes) of row gid + 8 rr: elements 4 tig .. + 3 of the sub-block */
+            const uint32_t lq = (w[rr].ql[n][2 * (j & 1) + hb] >> (4 * (j >> 1))) & 0x0F0F0F0Fu;
+            const uint32_t hq = ((w[rr].qh[n][hb] >> (2 * j)) & 0x03030303u) << 4;
+            const uint32_t q = lq | hq;
+            /* (1024 + q) as fp16 pairs, minus 1056: exact q - 32 */
+            const uint32_t p01 = __byte_perm(q, 0x64646464u, 0x5140), p23 = __byte_perm(q, 0x64646464u, 0x7362);
+            const __half2 m = __halves2half2(__ushort_as_half(0x6420), __ushort_as_half(0x6420)); /* 1056 */
+            const __half2 h01 = __hsub2(*(const __half2 *)&p01, m), h23 = __hsub2(*(const __half2 *)&p23, m);
+            a[rr] = *(const uint32_t *)&h01;     /* k 2 tig, 2 tig + 1 */
+            a[rr + 2] = *(const uint32_t *)&h23; /* k 2 tig + 8, 2 tig + 9 */
+        }
+        float dsc[2];
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) dsc[rr] = __fmul_rn(d[rr], mmv6_i8f(w[rr].sc[r >> 2], r & 3));
+        const int e0 = 128 * n + 32 * j + 16 * hb;
+#pragma unroll
+        for (int g = 0; g < NG; g++) {
+            uint2 b = make_uint2(0u, 0u);
+            if (bp[g]) b = *(const uint2 *)(bp[g] + e0);
+            float c[4];
+            mmv6_mma(c, a, b.x, b.y);
+#pragma unroll
+            for (int rr = 0; rr < 2; rr++)
+                part[g][rr] = fmaf(dsc[rr], __fadd_rn(c[2 * rr], c[2 * rr + 1]), part[g][rr]);
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < NG; g++)
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) acc[g][rr] = fmaf(part[g][rr], sinv[g], acc[g][rr]);
+}
+
+/* up to 4 weights of one row length in one launch (blocks blk0[i] ..
+ * blk0[i + 1] - 1 are weight i's 16-row tiles) */
+struct mmv6_args {
+    const uint8_t *W[4];
+    int64_t n_out[4];
+    float *y[4];
+    int blk0[5];
+    size_t row_bytes;
+    int64_t in;
+    const float *x;
+    const float *nw; /* the input norm's weight {in} (memra_norm), NULL: x as is */
+    float eps;
+    int T;
+    int accumulate;
+};
+
+/* Launch contract: grid (blk0[4]), block 32 * ks (ks = mmv6_ks(in / 256)),
+ * dynamic shared memory mmv6_smem_bytes(NG, ks). With a norm, the block
+ * first computes each token's factor (warp_inv_rms; warp w takes tokens w,
+ * w + ks, ...). */
+template <int NG>
+__global__ void __launch_bounds__(32 * MMV6_KS_MAX) k_mmv6(mmv6_args a) {
+    extern __shared__ __align__(16) __half mmv6_sh[];
+    __shared__ float ninv[MMV_MAX_T6];
+    pdl_start();
+    const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
+    const int ks = blockDim.x >> 5;
+    if (a.nw) {
+        for (int t = wp; t < a.T; t += ks) {
+            const float v = warp_inv_rms(a.x + (int64_t)t * a.in, a.in, a.eps);
+            if (lane == 0) ninv[t] = v;
+        }
+        __syncthreads();
+    }
+    int wi = 0;
+    while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
+    const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * 16, nrow = a.n_out[wi];
+    const int nsb = (int)(a.in / 256);
+    const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    const uint8_t *rows[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t row = tile0 + gid + 8 * r;
+        rows[r] = a.W[wi] + (row < nrow ? row : nrow - 1) * (int64_t)a.row_bytes;
+    }
+    __half *stg = mmv6_sh + wp * 4 * NG * 2 * MMV6_TS;
+    float acc[NG][2];
+#pragma unroll
+    for (int g = 0; g < NG; g++) acc[g][0] = acc[g][1] = 0.0f;
+    mmv6_raw cur[2], nxt[2];
+    if (sb0 < sb1) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) mmv6_load(cur[r], rows[r] + (int64_t)sb0 * 210, tig, (sb0 & 1) == 0);
+    }
+#pragma unroll 1
+    for (int sb = sb0; sb < sb1; sb++) {
+        if (sb + 1 < sb1) {
+#pragma unroll
+            for (int r = 0; r < 2; r++) mmv6_load(nxt[r], rows[r] + (int64_t)(sb + 1) * 210, tig, ((sb + 1) & 1) == 0);
+        }
+        float sinv[NG];
+        mmv6_stage<NG>(a.x, a.in, a.T, sb, lane, a.nw, ninv, stg, sinv);
+        mmv6_sb<NG>(cur, acc, stg, sinv, a.T, gid, tig);
+#pragma unroll
+        for (int r = 0; r < 2; r++) cur[r] = nxt[r];
+    }
+    __syncthreads(); /* the staging areas are free: reused for the partials */
+    float *part = (float *)mmv6_sh; /* [ks][NG][16 rows][4 tokens] */
+#define MMV6_PART(k, g, row, tk) part[(((k) * NG + (g)) * 16 + (row)) * 4 + (tk)]
+#pragma unroll
+    for (int g = 0; g < NG; g++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) MMV6_PART(wp, g, gid + 8 * r, tig) = acc[g][r];
+    __syncthreads();
+    for (int i = threadIdx.x; i < NG * 64; i += blockDim.x) {
+        const int tk = i & 3, row = (i >> 2) & 15, g = i >> 6;
+        const int tok = 4 * g + tk;
+        const int64_t orow = tile0 + row;
+        if (tok >= a.T || orow >= nrow) continue;
+        float v = MMV6_PART(0, g, row, tk);
+        for (int k = 1; k < ks; k++) v = __fadd_rn(v, MMV6_PART(k, g, row, tk));
+        float *yp = a.y[wi] + (int64_t)tok * nrow + orow;
+        *yp = a.accumulate ? *yp + v : v;
+    }
+#undef MMV6_PART
+}
+
+template <int NG>
+static void mmv6_launch_ng(const mmv6_args &a, cudaStream_t s, int ks) {
+    static bool attr_set; /* the opt-in above 48 KiB, once per instantiation */
+    if (!attr_set) {
+        cudaFuncSetAttribute(k_mmv6<NG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)mmv6_smem_bytes(NG, MMV6_KS_MAX));
+        attr_set = true;
+    }
+    cuda_launch(k_mmv6<NG>, (unsigned)a.blk0[4], 32u * (unsigned)ks, mmv6_smem_bytes(NG, ks), s, a);
+}
+
+/* Fills blk0 from n_out[0 .. n - 1] and launches (ks = mmv6_ks unless a lab
+ * overrides it; another split changes the rows' bits). */
+static void mmv6_launch(mmv6_args a, int n, cudaStream_t s, int ks = 0) {
+    a.blk0[0] = 0;
+    for (int i = 0; i < 4; i++) a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + 15) / 16) : 0);
+    if (!ks) ks = mmv6_ks((int)(a.in / 256));
+    if (a.T <= 4)
+        mmv6_launch_ng<1>(a, s, ks);
+    else if (a.T <= 8)
+        mmv6_launch_ng<2>(a, s, ks);
+    else
+        mmv6_launch_ng<4>(a, s, ks);
+}
+
+#endif
