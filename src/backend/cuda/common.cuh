@@ -160,6 +160,36 @@ __device__ __forceinline__ float warp_inv_rms(const float *__restrict__ x, int64
     return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
+/* The activation staging of the tensor-core matvecs (mmv.cuh, mmv6.cuh):
+ * a lane's 8 activations u0, u1 of a 256-element super-block into v, with
+ * the input norm when nw is set (nw: the super-block's norm weights; inv:
+ * the token's warp_inv_rms; rmsnorm's (x * inv) * w), and the warp max of
+ * |v| in *mx. */
+__device__ __forceinline__ void mv_stage_x8(float4 u0, float4 u1, const float *__restrict__ nw, float inv, int lane,
+                                            float *v, float *mx) {
+    v[0] = u0.x, v[1] = u0.y, v[2] = u0.z, v[3] = u0.w, v[4] = u1.x, v[5] = u1.y, v[6] = u1.z, v[7] = u1.w;
+    if (nw) {
+        const float4 *q = (const float4 *)(nw + 8 * lane);
+        const float4 w0 = __ldg(q), w1 = __ldg(q + 1);
+        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(v[i], inv), wv[i]);
+    }
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i]));
+    *mx = warp_max(m);
+}
+
+/* The exponent es of the power-of-two scale 2^es of an fp16 hi + lo split:
+ * for the max mx in [2^(e-1), 2^e), max|x 2^es| lands in [2^14, 2^15)
+ * (es = 15 for mx = 0), clamped to fp32's normal range. */
+__device__ __forceinline__ int mv_split_exp(float mx) {
+    const int e = mx > 0.0f ? (int)((__float_as_uint(mx) >> 23) & 255u) - 126 : 0;
+    const int es = 15 - e;
+    return es > 126 ? 126 : es < -126 ? -126 : es;
+}
+
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }

@@ -206,23 +206,9 @@ __device__ __forceinline__ void mmv_stage(const float *__restrict__ x, int64_t i
             const float4 *p = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
             u0 = __ldg(p), u1 = __ldg(p + 1);
         }
-        float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-        if (nw) { /* the input norm (memra_norm): rmsnorm's (x * inv) * w */
-            const float4 *q = (const float4 *)(nw + (int64_t)sb * 256 + 8 * lane);
-            const float4 w0 = __ldg(q), w1 = __ldg(q + 1);
-            const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-#pragma unroll
-            for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(v[i], ninv[t]), wv[i]);
-        }
-        float mx = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
-#pragma unroll
-        for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-        /* mx in [2^(e-1), 2^e): max|x s| in [2^14, 2^15) */
-        const int e = mx > 0.0f ? (int)((__float_as_uint(mx) >> 23) & 255u) - 126 : 0;
-        int es = 15 - e;
-        es = es > 126 ? 126 : es < -126 ? -126 : es;
+        float v[8], mx;
+        mv_stage_x8(u0, u1, nw ? nw + (int64_t)sb * 256 : nullptr, nw ? ninv[t] : 1.0f, lane, v, &mx);
+        const int es = mv_split_exp(mx);
         const float sc = __uint_as_float((uint32_t)(es + 127) << 23);
         float vs[8];
         __half hi[8], lo[8];
