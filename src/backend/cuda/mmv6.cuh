@@ -56,7 +56,7 @@
 #include "backend/cuda/common.cuh"
 
 #define MMV6_KS_MAX 8
-#define MMV_MAX_T6 16 /* tokens per launch (T < 16) */
+#define MMV6_MAX_T 16 /* tokens per launch (T < 16) */
 #define MMV6_TS 272 /* halves per (token, part) row of the staging area: 256 + 16, so 8 rows x 32 B of one MMA's B
                        reads take two bank sweeps */
 
@@ -226,7 +226,7 @@ struct mmv6_args {
 template <int NG>
 __global__ void __launch_bounds__(32 * MMV6_KS_MAX) k_mmv6(mmv6_args a) {
     extern __shared__ __align__(16) __half mmv6_sh[];
-    __shared__ float ninv[MMV_MAX_T6];
+    __shared__ float ninv[MMV6_MAX_T];
     pdl_start();
     const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
