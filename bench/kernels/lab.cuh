@@ -70,6 +70,20 @@ static inline void fill_blocks(uint32_t type, uint8_t *w, size_t bytes) {
         }                                                                                          \
     } while (0)
 
+/* n floats from the device into h */
+static inline void lab_get(float *h, const float *d, size_t n) {
+    CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+/* a device copy of `bytes` host bytes (64 more allocated: the decoders may read a little past a row) */
+template <class TP>
+static inline TP *lab_dev(const TP *h, size_t bytes) {
+    void *d;
+    CK(cudaMalloc(&d, bytes + 64));
+    CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return (TP *)d;
+}
+
 static void *lab_flush_buf; /* lab_init */
 static const size_t lab_flush_bytes = 256u << 20;
 

@@ -16,8 +16,6 @@
 static double g_copy;
 static int g_fail;
 
-static void get(float *h, const float *d, size_t n) { CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost)); }
-
 static void run(int64_t in, int64_t n_out) {
     const uint32_t TY = MEMRA_TYPE_Q6_K;
     const int TB = 15;
@@ -32,18 +30,14 @@ static void run(int64_t in, int64_t n_out) {
         ref[o] = memra_dot_row(TY, hw + o * rb, hx, in);
         mref = fmax(mref, fabs(ref[o]));
     }
-    uint8_t *dw;
-    float *dx, *dy, *dy2;
-    CK(cudaMalloc(&dw, wb + 64));
-    CK(cudaMemcpy(dw, hw, wb, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&dx, sizeof(float) * TB * in));
-    CK(cudaMemcpy(dx, hx, sizeof(float) * TB * in, cudaMemcpyHostToDevice));
+    uint8_t *dw = lab_dev(hw, wb);
+    float *dx = lab_dev(hx, sizeof(float) * TB * in), *dy, *dy2;
     CK(cudaMalloc(&dy, sizeof(float) * TB * n_out));
     CK(cudaMalloc(&dy2, sizeof(float) * TB * n_out));
     float *y1 = (float *)malloc(sizeof(float) * TB * n_out), *yt = (float *)malloc(sizeof(float) * TB * n_out);
     float *y2 = (float *)malloc(sizeof(float) * TB * n_out);
     auto launch6 = [&](const float *x, int T, float *y) {
-        mmv6_args a = {};
+        mmv_args a = {};
         a.W[0] = dw, a.n_out[0] = n_out, a.y[0] = y, a.row_bytes = rb, a.in = in, a.x = x, a.T = T;
         mmv6_launch(a, 1, 0);
     };
@@ -51,7 +45,7 @@ static void run(int64_t in, int64_t n_out) {
         CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
         launch6(dx + t * in, 1, dy);
         CK(cudaDeviceSynchronize());
-        get(y1 + t * n_out, dy, n_out);
+        lab_get(y1 + t * n_out, dy, n_out);
     }
     double md = 0;
     for (int64_t o = 0; o < n_out; o++) {
@@ -65,20 +59,20 @@ static void run(int64_t in, int64_t n_out) {
         CK(cudaMemset(dy, 0xFF, sizeof(float) * TB * n_out));
         launch6(dx, Ts[k], dy);
         CK(cudaDeviceSynchronize());
-        get(yt, dy, (size_t)Ts[k] * n_out);
+        lab_get(yt, dy, (size_t)Ts[k] * n_out);
         inv &= !memcmp(yt, y1, sizeof(float) * Ts[k] * n_out);
     }
     int multi_ok = 1;
     { /* weight 2 = W from row 7 in the same launch, T = 8 */
         const int T = 8;
-        mmv6_args a = {};
+        mmv_args a = {};
         a.W[0] = dw, a.n_out[0] = n_out, a.y[0] = dy;
         a.W[1] = dw + 7 * rb, a.n_out[1] = n_out - 7, a.y[1] = dy2;
         a.row_bytes = rb, a.in = in, a.T = T, a.x = dx;
         mmv6_launch(a, 2, 0);
         CK(cudaDeviceSynchronize());
-        get(yt, dy, (size_t)T * n_out);
-        get(y2, dy2, (size_t)T * (n_out - 7));
+        lab_get(yt, dy, (size_t)T * n_out);
+        lab_get(y2, dy2, (size_t)T * (n_out - 7));
         for (int t = 0; t < T; t++) {
             multi_ok &= !memcmp(yt + t * n_out, y1 + t * n_out, sizeof(float) * n_out);
             multi_ok &= !memcmp(y2 + t * (n_out - 7), y1 + t * n_out + 7, sizeof(float) * (n_out - 7));
@@ -97,13 +91,13 @@ static void run(int64_t in, int64_t n_out) {
         }
         CK(cudaMalloc(&dn, sizeof(float) * in));
         CK(cudaMemcpy(dn, hn, sizeof(float) * in, cudaMemcpyHostToDevice));
-        mmv6_args a = {};
+        mmv_args a = {};
         a.W[0] = dw, a.n_out[0] = n_out, a.y[0] = dy, a.row_bytes = rb, a.in = in, a.x = dx, a.T = T;
         a.nw = dn, a.eps = 1e-6f;
         CK(cudaMemset(dy, 0xFF, sizeof(float) * T * n_out));
         mmv6_launch(a, 1, 0);
         CK(cudaDeviceSynchronize());
-        get(yt, dy, (size_t)T * n_out);
+        lab_get(yt, dy, (size_t)T * n_out);
         for (int t = 0; t < T; t++) {
             double m = 0, d = 0;
             for (int64_t o = 0; o < n_out; o++) {

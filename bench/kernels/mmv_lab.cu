@@ -69,8 +69,6 @@ static void run_job(const job &j) {
     mmv_by_kind(j.kind, a, j.ks);
 }
 
-static void get(float *h, const float *d, size_t n) { CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost)); }
-
 template <int TY>
 static void run_type(int64_t in, int64_t n_out) {
     const char *name = memra_type_name(TY);
@@ -84,12 +82,8 @@ static void run_type(int64_t in, int64_t n_out) {
     for (int64_t o = 0; o < n_out; o++) ref[o] = memra_dot_row(TY, hw + o * rb, hx, in);
     double mref = 0;
     for (int64_t o = 0; o < n_out; o++) mref = fmax(mref, fabs(ref[o]));
-    uint8_t *dw;
-    float *dx, *dy, *dy2;
-    CK(cudaMalloc(&dw, wb + 64));
-    CK(cudaMemcpy(dw, hw, wb, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&dx, sizeof(float) * TB * in));
-    CK(cudaMemcpy(dx, hx, sizeof(float) * TB * in, cudaMemcpyHostToDevice));
+    uint8_t *dw = lab_dev(hw, wb);
+    float *dx = lab_dev(hx, sizeof(float) * TB * in), *dy, *dy2;
     CK(cudaMalloc(&dy, sizeof(float) * TB * n_out));
     CK(cudaMalloc(&dy2, sizeof(float) * TB * n_out));
     float *y1[MMV_MAX_T], *yt = (float *)malloc(sizeof(float) * TB * n_out);
@@ -106,7 +100,7 @@ static void run_type(int64_t in, int64_t n_out) {
             CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
             run_job<TY>(j);
             CK(cudaDeviceSynchronize());
-            get(y1[t], dy, n_out);
+            lab_get(y1[t], dy, n_out);
         }
         j.x = dx;
         double md = 0;
@@ -122,7 +116,7 @@ static void run_type(int64_t in, int64_t n_out) {
             CK(cudaMemset(dy, 0xFF, sizeof(float) * TB * n_out));
             run_job<TY>(j);
             CK(cudaDeviceSynchronize());
-            get(yt, dy, (size_t)Ts[k] * n_out);
+            lab_get(yt, dy, (size_t)Ts[k] * n_out);
             for (int t = 0; t < Ts[k]; t++) inv &= !memcmp(yt + t * n_out, y1[t], sizeof(float) * n_out);
         }
         j.T = 1;
@@ -142,8 +136,8 @@ static void run_type(int64_t in, int64_t n_out) {
             mmv_blocks(&a, 2);
             mmv_by_kind(kind, a, 0);
             CK(cudaDeviceSynchronize());
-            get(yt, dy, (size_t)T * n_out);
-            get(y2, dy2, (size_t)T * (n_out - 7));
+            lab_get(yt, dy, (size_t)T * n_out);
+            lab_get(y2, dy2, (size_t)T * (n_out - 7));
             for (int t = 0; t < T; t++) {
                 multi_ok &= !memcmp(yt + t * n_out, y1[t], sizeof(float) * n_out);
                 multi_ok &= !memcmp(y2 + t * (n_out - 7), y1[t] + 7, sizeof(float) * (n_out - 7));
@@ -154,7 +148,7 @@ static void run_type(int64_t in, int64_t n_out) {
             mmv_blocks(&a, 1);
             mmv_by_kind(kind, a, 0);
             CK(cudaDeviceSynchronize());
-            get(yt, dy, (size_t)T * (n_out - 3));
+            lab_get(yt, dy, (size_t)T * (n_out - 3));
             for (int t = 0; t < T; t++)
                 for (int64_t o = 0; o < n_out - 3; o++) {
                     float g = y1[t][o], u = y1[t][o + 3];
