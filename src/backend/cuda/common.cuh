@@ -160,6 +160,18 @@ __device__ __forceinline__ float warp_inv_rms(const float *__restrict__ x, int64
     return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
+/* warp_inv_rms of tokens 0 .. T - 1 (rows `in` floats apart) into ninv:
+ * warp w of the block takes tokens w, w + warps, ..., then the block syncs
+ * (every thread must call it). The tensor-core matvecs' input norm. */
+__device__ __forceinline__ void block_inv_rms(const float *__restrict__ x, int64_t in, int T, float eps, float *ninv) {
+    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    for (int t = threadIdx.x >> 5; t < T; t += nw) {
+        const float v = warp_inv_rms(x + (int64_t)t * in, in, eps);
+        if (lane == 0) ninv[t] = v;
+    }
+    __syncthreads();
+}
+
 /* The activation staging of the tensor-core matvecs (mmv.cuh, mmv6.cuh):
  * a lane's 8 activations u0, u1 of a 256-element super-block into v, with
  * the input norm when nw is set (nw: the super-block's norm weights; inv:

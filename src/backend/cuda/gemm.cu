@@ -93,9 +93,7 @@ __global__ void __launch_bounds__(256) k_tc_scale(const float *__restrict__ x, i
     }
     m = warp_max(m);
     if (lane) return;
-    /* m in [2^(e-1), 2^e) */
-    int es = m > 0.0f ? 15 - ((int)((__float_as_uint(m) >> 23) & 255u) - 126) : 0;
-    es = es > 126 ? 126 : es < -126 ? -126 : es;
+    const int es = m > 0.0f ? mv_split_exp(m) : 0;
     scale[t] = __uint_as_float((uint32_t)(es + 127) << 23);
 }
 

@@ -69,42 +69,39 @@ static memra_status mm_check(memra_backend *be, const memra_weight *w, const flo
     return MEMRA_OK;
 }
 
+/* A fallback switch read from the environment once: 0 when NAME=0. *cache
+ * starts at -1 (a benign race: every thread stores the same value). */
+static int env_on(const char *name, int *cache) {
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = !(e && strcmp(e, "0") == 0);
+    }
+    return *cache;
+}
+
 /* Whether a T < 16 matmul of this weight type and row length goes to the
- * tensor-core matvec (mmv.cuh); MEMRA_MMV=0 turns it off (see the top). */
+ * tensor-core matvec: mmv.cuh (Q4_K), mmv6.cuh (Q6_K). MEMRA_MMV=0 turns
+ * both off, MEMRA_MMV6=0 the Q6_K one (see the top). */
 static int mmv_use(uint32_t type, int64_t in) {
-    static int on = -1; /* a benign race: every thread stores the same value */
-    if (on < 0) {
-        const char *e = getenv("MEMRA_MMV");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on && mmv_type_ok(type, in);
+    static int on = -1;
+    return env_on("MEMRA_MMV", &on) && mmv_type_ok(type, in);
 }
 
-/* The Q6_K tensor-core matvec (mmv6.cuh): off with MEMRA_MMV=0 too, or
- * alone with MEMRA_MMV6=0. */
 static int mmv6_use(uint32_t type, int64_t in) {
-    static int on = -1; /* a benign race: every thread stores the same value */
-    if (on < 0) {
-        const char *e = getenv("MEMRA_MMV6");
-        on = !(e && strcmp(e, "0") == 0);
+    static int on = -1, on6 = -1;
+    return env_on("MEMRA_MMV", &on) && env_on("MEMRA_MMV6", &on6) && mmv6_type_ok(type, in);
+}
+
+/* A tensor-core matvec launch (path 1: mmv.cuh, Q4_K; path 3: mmv6.cuh,
+ * Q6_K) of the n weights in a, with the input norm when given. */
+static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm) {
+    if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
+    if (path == 3) {
+        mmv6_launch(*a, n, cuda_of(be)->stream);
+        return CUDA_LAUNCHED(be, "matmul: mmv6");
     }
-    return on && mmv_use(MEMRA_TYPE_Q4_K, 256) && mmv6_type_ok(type, in);
-}
-
-static memra_status mmv6_run(memra_backend *be, const uint8_t *const *W, const int64_t *n_out, float *const *y, int n,
-                             const memra_weight *w0, const float *x, int64_t T, int accumulate,
-                             const memra_norm *norm) {
-    mmv6_args a = {};
-    for (int k = 0; k < n; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = y[k];
-    a.row_bytes = w0->row_bytes, a.in = w0->ne[0], a.x = x, a.T = (int)T, a.accumulate = accumulate;
-    if (norm) a.nw = (const float *)norm->w->data, a.eps = norm->eps;
-    mmv6_launch(a, n, cuda_of(be)->stream);
-    return CUDA_LAUNCHED(be, "matmul: mmv6");
-}
-
-static memra_status mmv_run(memra_backend *be, mmv_args *a, int n) {
     mmv_blocks(a, n);
-    mmv_launch_prod(*a, cuda_of(be)->stream);
+    mmv_launch(*a, cuda_of(be)->stream);
     return CUDA_LAUNCHED(be, "matmul: mmv");
 }
 
@@ -115,16 +112,12 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     int64_t in = w->ne[0], n_out = w->ne[1];
     size_t rb = w->row_bytes;
     if (T >= MM_TC_MIN_T) return cuda_gemm_tc(be, w, x, y, T, accumulate);
-    if (mmv_use(w->type, in)) {
+    if (mmv_use(w->type, in) || mmv6_use(w->type, in)) {
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
         a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate;
-        return mmv_run(be, &a, 1);
-    }
-    if (mmv6_use(w->type, in)) {
-        const uint8_t *W = (const uint8_t *)w->data;
-        return mmv6_run(be, &W, &n_out, &y, 1, w, x, T, accumulate, NULL);
+        return tc_run(be, mmv_use(w->type, in) ? 1 : 3, &a, 1, NULL);
     }
     mv_multi_args a = {};
     a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
@@ -152,13 +145,15 @@ static memra_status norm_check(memra_backend *be, const memra_norm *norm, int64_
  * op into the workspace instead (bench/results/2026-12-03-h200.md). */
 static int path_takes_norm(int path) { return path == 1 || path == 3; }
 
+/* Bytes of T rows of n floats in the workspace, rounded to 256. */
+static size_t ws_rows_bytes(int64_t T, int64_t n) { return ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255; }
+
 /* rmsnorm(x) into the start of the workspace (the rmsnorm op), for the
  * paths that do not apply the norm inside their kernels; `after` more bytes
  * are reserved behind it for the caller. *xn: the normalised rows. */
 static memra_status norm_to_ws(memra_backend *be, const memra_norm *norm, const float *x, int64_t in, int64_t T,
                                size_t after, float **xn) {
-    size_t bytes = ((size_t)(T * in) * sizeof(float) + 255) & ~(size_t)255;
-    memra_status st = cuda_ws_reserve(be, bytes + after);
+    memra_status st = cuda_ws_reserve(be, ws_rows_bytes(T, in) + after);
     if (st) return st;
     *xn = (float *)cuda_of(be)->ws;
     return cuda_op_rmsnorm(be, x, in, norm->w, *xn, in, in, T, norm->eps);
@@ -212,14 +207,11 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
             m++;
         }
         memra_status st;
-        if (path == 1) {
+        if (path != 2) {
             mmv_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
             a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T;
-            if (norm) a.nw = (const float *)norm->w->data, a.eps = norm->eps;
-            st = mmv_run(be, &a, m);
-        } else if (path == 3) {
-            st = mmv6_run(be, W, n_out, yk, m, w[i], x, T, 0, norm);
+            st = tc_run(be, path, &a, m, norm);
         } else {
             mv_multi_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
@@ -245,16 +237,14 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
                             (long long)gate->ne[1], (long long)up->ne[0], (long long)up->ne[1]);
     if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
-    size_t part = ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255;
-    const float *nw = norm ? (const float *)norm->w->data : NULL; /* the tensor-core launch applies the norm */
-    const float eps = norm ? norm->eps : 0.0f;
+    size_t part = ws_rows_bytes(T, n);
     if (T < MM_TC_MIN_T && gate->type == up->type && mmv_use(gate->type, in)) {
         mmv_args a = {};
-        a.x = x, a.nw = nw, a.eps = eps;
+        a.x = x;
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
         a.n_out[0] = a.n_out[1] = n, a.y[0] = out;
         a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1;
-        return mmv_run(be, &a, 1);
+        return tc_run(be, 1, &a, 1, norm);
     }
     float *xn = NULL;
     if (norm) { /* the other paths: the xn rows first in the workspace, then room for the g and u rows */
@@ -267,7 +257,7 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
         a.n_out[0] = n, a.y[0] = out, a.row_bytes = gate->row_bytes, a.in = in, a.T = T;
         return matvec_multi_run(be, gate->type, a, 1, true, x);
     }
-    size_t xn_bytes = xn ? ((size_t)(T * in) * sizeof(float) + 255) & ~(size_t)255 : 0;
+    size_t xn_bytes = xn ? ws_rows_bytes(T, in) : 0;
     st = cuda_ws_reserve(be, xn_bytes + 2 * part);
     if (st) return st;
     float *g = (float *)((uint8_t *)cuda_of(be)->ws + xn_bytes), *u = (float *)((uint8_t *)g + part);

@@ -366,13 +366,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
     const int ks = blockDim.x >> 5;
     __shared__ float ninv[MMV_MAX_T]; /* the input norm's factor per token */
     pdl_start();
-    if (a.nw) { /* warp w computes tokens w, w + ks, ... (warp_inv_rms) */
-        for (int t = wp; t < a.T; t += ks) {
-            const float v = warp_inv_rms(a.x + (int64_t)t * a.in, a.in, a.eps);
-            if (lane == 0) ninv[t] = v;
-        }
-        __syncthreads();
-    }
+    if (a.nw) block_inv_rms(a.x, a.in, a.T, a.eps, ninv);
     int wi = 0;
     while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
     const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 32);
@@ -402,6 +396,16 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
     for (int tl = 0; tl < 2; tl++)
 #pragma unroll
         for (int g = 0; g < NG; g++) acc[tl][g][0] = acc[tl][g][1] = 0.0f;
+    /* the ring paths' work on a landed slot: super-block sb */
+    auto ring_sb = [&](const uint8_t *slot, int sb) {
+        mmv_raw cur[2];
+        cur[0].load_sh(slot, 0, gid, tig);
+        cur[1].load_sh(slot, 1, gid, tig);
+        float sinv[NG];
+        mmv_stage<NG>(a.x, a.in, a.T, sb, lane, stg, sinv, xt ? (const float *)(slot + MMV_SLOT_B) : nullptr, a.nw,
+                      ninv);
+        mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
+    };
     if constexpr (ST >= 10) {
         /* lane L copies row L of the warp (tile L / 16) and, if L < xt, token L's x */
         const uint32_t bar = (uint32_t)__cvta_generic_to_shared(stg + a.T * MMV_TOK_W);
@@ -453,14 +457,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* slot (it - 1) % RS: generic reads before async writes */
             __syncwarp();
             if (it + RS - 1 < nit) issue(sb0 + it + RS - 1, (it + RS - 1) % RS);
-            const uint8_t *slot = ring + (it % RS) * slot_b;
-            mmv_raw cur[2];
-            cur[0].load_sh(slot, 0, gid, tig);
-            cur[1].load_sh(slot, 1, gid, tig);
-            float sinv[NG];
-            mmv_stage<NG>(a.x, a.in, a.T, sb0 + it, lane, stg, sinv,
-                          xt ? (const float *)(slot + MMV_SLOT_B) : nullptr, a.nw, ninv);
-            mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
+            ring_sb(ring + (it % RS) * slot_b, sb0 + it);
         }
         __syncwarp();
         if (lane == 0)
@@ -502,14 +499,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
             __syncwarp(); /* ... and every lane's; slot (it - 1) % RS is read by all */
             if (it + RS - 1 < nit) issue(sb0 + it + RS - 1, (it + RS - 1) % RS);
             mmv_cp_commit();
-            const uint8_t *slot = ring + (it % RS) * slot_b;
-            mmv_raw cur[2];
-            cur[0].load_sh(slot, 0, gid, tig);
-            cur[1].load_sh(slot, 1, gid, tig);
-            float sinv[NG];
-            mmv_stage<NG>(a.x, a.in, a.T, sb0 + it, lane, stg, sinv,
-                          xt ? (const float *)(slot + MMV_SLOT_B) : nullptr, a.nw, ninv);
-            mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
+            ring_sb(ring + (it % RS) * slot_b, sb0 + it);
         }
         mmv_cp_wait<0>();
     } else if constexpr (ST == 1) {
@@ -596,9 +586,6 @@ static void mmv_launch(const mmv_args &a, cudaStream_t s, int ks = 0) {
     else
         mmv_launch_ng<4, ST == 1 ? 0 : ST == 3 ? 2 : ST == 13 ? 12 : ST>(a, s, ks);
 }
-
-/* The production launch (ST = MMV_ST). */
-static void mmv_launch_prod(const mmv_args &a, cudaStream_t s) { mmv_launch<MMV_ST>(a, s); }
 
 /* Fills blk0 for weights 0..n-1 (n_out set); unused entries repeat the end. */
 static inline void mmv_blocks(mmv_args *a, int n) {

@@ -40,7 +40,7 @@
  * qh[32 n + l], scale scales[e / 16]. Sub-block r (16 elements) = (n, j,
  * l in [16 (r & 1), +16)) with r = 8 n + 2 j + (l >> 4).
  *
- * Block layout: ks = mmv6_ks(row length) warps split the row into fixed
+ * Block layout: ks = mmv_ks(row length) warps split the row into fixed
  * super-block ranges; each warp owns one 16-row tile and loops NG groups of
  * 4 tokens over the same A fragments; the ks partials are added in warp
  * order. A row's arithmetic and order depend only on the row length and the
@@ -54,19 +54,13 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/mmv.cuh" /* mmv_ks, MMV_KS_MAX, MMV_MAX_T: the same K split rule and limits */
 
-#define MMV6_KS_MAX 8
-#define MMV6_MAX_T 16 /* tokens per launch (T < 16) */
 #define MMV6_TS 272 /* halves per (token, part) row of the staging area: 256 + 16, so 8 rows x 32 B of one MMA's B
                        reads take two bank sweeps */
 
 static inline bool mmv6_type_ok(uint32_t type, int64_t in) {
     return type == MEMRA_TYPE_Q6_K && in > 0 && in % 512 == 0;
-}
-
-__host__ __device__ static inline int mmv6_ks(int nsb) {
-    int ks = nsb / 4;
-    return ks < 1 ? 1 : ks > MMV6_KS_MAX ? MMV6_KS_MAX : ks;
 }
 
 /* staging (4 NG tokens x 2 parts x MMV6_TS halves per warp), reused for the partials */
@@ -203,40 +197,21 @@ __device__ __forceinline__ void mmv6_sb(const mmv6_raw (&w)[2], float (*acc)[2],
         for (int rr = 0; rr < 2; rr++) acc[g][rr] = fmaf(part[g][rr], sinv[g], acc[g][rr]);
 }
 
-/* up to 4 weights of one row length in one launch (blocks blk0[i] ..
- * blk0[i + 1] - 1 are weight i's 16-row tiles) */
-struct mmv6_args {
-    const uint8_t *W[4];
-    int64_t n_out[4];
-    float *y[4];
-    int blk0[5];
-    size_t row_bytes;
-    int64_t in;
-    const float *x;
-    const float *nw; /* the input norm's weight {in} (memra_norm), NULL: x as is */
-    float eps;
-    int T;
-    int accumulate;
-};
-
-/* Launch contract: grid (blk0[4]), block 32 * ks (ks = mmv6_ks(in / 256)),
+/* Arguments: mmv.cuh's mmv_args (up to 4 weights of one row length; block b
+ * is a 16-row tile of weight i for blk0[i] <= b < blk0[i + 1]); swiglu must
+ * be 0 (Q6_K gate/up pairs take k_matvec_multi). */
+/* Launch contract: grid (blk0[4]), block 32 * ks (ks = mmv_ks(in / 256)),
  * dynamic shared memory mmv6_smem_bytes(NG, ks). With a norm, the block
  * first computes each token's factor (warp_inv_rms; warp w takes tokens w,
  * w + ks, ...). */
 template <int NG>
-__global__ void __launch_bounds__(32 * MMV6_KS_MAX) k_mmv6(mmv6_args a) {
+__global__ void __launch_bounds__(32 * MMV_KS_MAX) k_mmv6(mmv_args a) {
     extern __shared__ __align__(16) __half mmv6_sh[];
-    __shared__ float ninv[MMV6_MAX_T];
+    __shared__ float ninv[MMV_MAX_T];
     pdl_start();
     const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
-    if (a.nw) {
-        for (int t = wp; t < a.T; t += ks) {
-            const float v = warp_inv_rms(a.x + (int64_t)t * a.in, a.in, a.eps);
-            if (lane == 0) ninv[t] = v;
-        }
-        __syncthreads();
-    }
+    if (a.nw) block_inv_rms(a.x, a.in, a.T, a.eps, ninv);
     int wi = 0;
     while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
     const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * 16, nrow = a.n_out[wi];
@@ -291,22 +266,22 @@ __global__ void __launch_bounds__(32 * MMV6_KS_MAX) k_mmv6(mmv6_args a) {
 }
 
 template <int NG>
-static void mmv6_launch_ng(const mmv6_args &a, cudaStream_t s, int ks) {
+static void mmv6_launch_ng(const mmv_args &a, cudaStream_t s, int ks) {
     static bool attr_set; /* the opt-in above 48 KiB, once per instantiation */
     if (!attr_set) {
         cudaFuncSetAttribute(k_mmv6<NG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)mmv6_smem_bytes(NG, MMV6_KS_MAX));
+                             (int)mmv6_smem_bytes(NG, MMV_KS_MAX));
         attr_set = true;
     }
     cuda_launch(k_mmv6<NG>, (unsigned)a.blk0[4], 32u * (unsigned)ks, mmv6_smem_bytes(NG, ks), s, a);
 }
 
-/* Fills blk0 from n_out[0 .. n - 1] and launches (ks = mmv6_ks unless a lab
+/* Fills blk0 from n_out[0 .. n - 1] and launches (ks = mmv_ks unless a lab
  * overrides it; another split changes the rows' bits). */
-static void mmv6_launch(mmv6_args a, int n, cudaStream_t s, int ks = 0) {
+static void mmv6_launch(mmv_args a, int n, cudaStream_t s, int ks = 0) {
     a.blk0[0] = 0;
     for (int i = 0; i < 4; i++) a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + 15) / 16) : 0);
-    if (!ks) ks = mmv6_ks((int)(a.in / 256));
+    if (!ks) ks = mmv_ks((int)(a.in / 256));
     if (a.T <= 4)
         mmv6_launch_ng<1>(a, s, ks);
     else if (a.T <= 8)
