@@ -245,21 +245,22 @@ __device__ __forceinline__ void mmv_stage(const float *__restrict__ x, int64_t i
     __syncwarp(); /* the fragments are written */
 }
 
-/* acc[tl][g][r]: token 4 g + tig of tile tl's row gid + 8 r. Both tiles of
- * the warp at once (they share the B fragments): A = sc * q (exact), C fresh
+/* acc[tl][g][r]: token 4 g + tig of tile tl's row gid + 8 r. The TL tiles
+ * of the warp (two in k_mmv, one for moe.cu's down rows) at once (they
+ * share the B fragments): A = sc * q (exact), C fresh
  * per super-block in two chains (even and odd MMAs, so that MMA latency is
  * not one chain of 16); acc += (d * C - dmin * M) / s with M = sum_s m_s *
  * sum(x_s s) from one more MMA (A = (m_2tig, m_2tig+1) in slots 2 tig,
  * 2 tig + 1; B = the staged sums at 1/64 scale). */
-template <int NG>
+template <int NG, int TL = 2>
 __device__ __forceinline__ void mmv_sb_q4k(const mmv_raw *w, float (*acc)[NG][2], const uint32_t *stg,
                                            const float *sinv, int T, int gid, int tig) {
-    uint32_t k0[2][2], k1[2][2], k2[2][2], k3[2][2], mm[2][2];
-    float d[2][2], dm[2][2];
+    uint32_t k0[TL][2], k1[TL][2], k2[TL][2], k3[TL][2], mm[TL][2];
+    float d[TL][2], dm[TL][2];
     const int lowj = tig < 2;
     const int sh0 = 8 * ((2 * tig) & 3), sh1 = sh0 + 8;
 #pragma unroll
-    for (int tl = 0; tl < 2; tl++) {
+    for (int tl = 0; tl < TL; tl++) {
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const uint4 h = w[tl].head[r];
@@ -287,9 +288,9 @@ __device__ __forceinline__ void mmv_sb_q4k(const mmv_raw *w, float (*acc)[NG][2]
         const int tok = 4 * g + (gid >> 1);
         bp[g] = tok < T ? stg + tok * MMV_TOK_W + (gid & 1) * 4 * MMV_TIG_W + tig * MMV_TIG_W : nullptr;
     }
-    float c[2][NG][2][4];
+    float c[TL][NG][2][4];
 #pragma unroll
-    for (int tl = 0; tl < 2; tl++)
+    for (int tl = 0; tl < TL; tl++)
 #pragma unroll
         for (int g = 0; g < NG; g++)
 #pragma unroll
@@ -300,7 +301,7 @@ __device__ __forceinline__ void mmv_sb_q4k(const mmv_raw *w, float (*acc)[NG][2]
 #pragma unroll
         for (int g = 0; g < NG; g++) b[g] = bp[g] ? *(const uint2 *)(bp[g] + 2 * m) : make_uint2(0u, 0u);
 #pragma unroll
-        for (int tl = 0; tl < 2; tl++) {
+        for (int tl = 0; tl < TL; tl++) {
             uint32_t a[4];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
@@ -318,7 +319,7 @@ __device__ __forceinline__ void mmv_sb_q4k(const mmv_raw *w, float (*acc)[NG][2]
         const int tok = 4 * g + (gid >> 1);
         const uint32_t b = tok < T ? stg[tok * MMV_TOK_W + MMV_SUM_W + (gid & 1) * 4 + tig] : 0u;
 #pragma unroll
-        for (int tl = 0; tl < 2; tl++) {
+        for (int tl = 0; tl < TL; tl++) {
             float cm[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             mmv_mma(cm, mm[tl][0], mm[tl][1], 0u, 0u, b, 0u);
 #pragma unroll

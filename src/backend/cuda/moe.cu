@@ -14,10 +14,21 @@
  * ([T][Fs + n_used * F], the shared expert first); k_moe_block_down computes
  * the down rows of every slot and folds them per output row in a fixed order
  * into the residual. All per-token reductions use matvec.cuh's fixed order,
- * so a row's bits do not depend on T, on the grid or on the other tokens. */
+ * so a row's bits do not depend on T, on the grid or on the other tokens.
+ * Q4_K gate/up and Q4_K / Q6_K down weights (the Q4_K_M mix) take
+ * k_moe_tc_gu / k_moe_tc_down instead: the same two phases on the tensor-core
+ * decode cores of mmv.cuh and mmv6.cuh (section at the end). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/matvec.cuh"
+#include "backend/cuda/mmv.cuh"
+/* mmv6.cuh's host launcher (matmul.cu's) is not used here */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "backend/cuda/mmv6.cuh"
+#pragma GCC diagnostic pop
 #include "backend/cuda/ops.cuh"
 
 #define MOE_MAX_EXPERT 1024
@@ -32,15 +43,34 @@
  * best untaken expert and rescans only when that one is taken. Writes
  * ids[j] and the renormalised w[j] (shared memory) and syncs the warp. p: E
  * floats of shared memory. A row without a finite p selects id E (out of
- * range: the FFN kernels then write NaN). */
+ * range: the FFN kernels then write NaN).
+ * The logits are first copied into p with all of a lane's loads in flight
+ * (one L2 round trip instead of one per loop step), and a round's argmax is
+ * two warp reductions (redux.sync: the largest key, then the lowest id
+ * holding it; key = bits of p + 1 (p >= 0 orders as its bits), 0 = no
+ * candidate) instead of a 5-step shuffle butterfly: the same selection and
+ * the same arithmetic as the plain loops. */
 __device__ void warp_route(const float *__restrict__ l, int E, int K, float *p, int32_t *ids, float *w) {
     const int lane = threadIdx.x & 31;
+    for (int e0 = 0; e0 < E; e0 += 256) {
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int e = e0 + lane + 32 * k;
+            v[k] = e < E ? __ldg(l + e) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int e = e0 + lane + 32 * k;
+            if (e < E) p[e] = v[k];
+        }
+    }
     float m = -INFINITY;
-    for (int e = lane; e < E; e += 32) m = fmaxf(m, l[e]);
+    for (int e = lane; e < E; e += 32) m = fmaxf(m, p[e]);
     m = warp_max(m);
     float s = 0.0f;
     for (int e = lane; e < E; e += 32) {
-        float v = expf(l[e] - m);
+        float v = expf(p[e] - m);
         p[e] = v;
         s += v;
     }
@@ -54,14 +84,10 @@ __device__ void warp_route(const float *__restrict__ l, int E, int K, float *p, 
     }
     float wsum = 0.0f;
     for (int j = 0; j < K; j++) {
-        float v = bv;
-        int i = bi;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, v, o);
-            int oi = __shfl_xor_sync(0xffffffffu, i, o);
-            if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
-        }
+        const unsigned key = bv >= 0.0f ? __float_as_uint(bv) + 1u : 0u;
+        const unsigned mk = __reduce_max_sync(0xffffffffu, key);
+        const int i = (int)__reduce_min_sync(0xffffffffu, key == mk ? (unsigned)bi : 0xffffffffu);
+        const float v = mk ? __uint_as_float(mk - 1u) : -1.0f;
         if (lane == 0) ids[j] = i, w[j] = v;
         wsum += v;
         if (i < E && (i & 31) == lane) {
@@ -349,6 +375,237 @@ __global__ void __launch_bounds__(32 * MOE_DN_MAX_WARPS)
     }
 }
 
+/* ---- fused layer on the tensor cores (Q4_K gate/up; Q4_K or Q6_K down) ----
+ *
+ * The same two phases on mmv.cuh's / mmv6.cuh's decode cores (mmv_stage,
+ * mmv_sb_q4k, mmv6_stage, mmv6_sb, called as they are) instead of the fp32
+ * warp-per-row core, for the Q4_K_M mix; every other type keeps the kernels
+ * above. The rows of a layer are short (35B-A3B: H = 2048 = 8 super-blocks,
+ * F = Fs = 512 = 2), so the work is cut for warps in flight: a warp owns a
+ * few super-blocks of one tile, issues all their loads at once, and the
+ * partials meet in shared memory in a fixed order.
+ *  - k_moe_tc_gu: block (16-row tile of [slot 0 | ... | slot K - 1 |
+ *    shared], token t); KS warps split the H / 256 super-blocks into mmv's
+ *    fixed ranges; each warp multiplies the gate tile and the up tile of the
+ *    rows (mmv_sb_q4k's two tiles share the activation fragments).
+ *  - k_moe_tc_down: block (16 output rows, token t); work item = (slot,
+ *    super-block) of the down rows of a slot (the K routed slots in order,
+ *    then the shared expert), one warp per item (mmv_sb_q4k for one tile,
+ *    or mmv6_sb); a slot's dot = its super-block partials
+ *    added in sb order, then the fold of k_moe_block_down.
+ * Every order depends on H, F and Fs only: not on T, the grid or the
+ * selected experts, so a token's bits are those of T = 1.
+ *
+ * Measured on the H200 (35B-A3B q4_k_m, decode@0 via memra bench; Nsight
+ * Compute kernel times with --cache-control none): the fp32 kernels 299.9
+ * tok/s, gu 18.0 us + down 11.2 (Q4_K) / 18.4 (Q6_K) us per layer; these
+ * 331.8 tok/s, gu 14.9 us + down 7.9 / 9.95 us. gu variants KS x NB (MINB
+ * blocks per SM): 4 x 2 (3; 167 registers, no spill) 331.8; 8 x 1 (2; 124
+ * registers, 2 waves of 264 + 24 blocks) 330.1; 8 x 1 (3; 80 registers,
+ * 168 bytes spilled) 328.0: one noise band. An L2 bulk prefetch
+ * of the down rows from the gu blocks made the down kernel 0.6-1 us faster
+ * and gu slower (-2%..+0.2% decode): not kept. Routing is ~4.5 us of gu
+ * (a run with the routing replaced by fixed ids: -4.4 us per layer), paid
+ * in series before the routed rows can be loaded; the rest of gu's ~15 us
+ * for 10.7 MB is not yet explained (no stall profile taken). */
+
+#define MOE_TC_GU_KS 4 /* warps per gate/up tile (K split) */
+#define MOE_TC_GU_NB 2 /* super-blocks a warp has in flight */
+#define MOE_TC_ITEMS 64 /* down work items (K F / 256 + Fs / 256) at most */
+#define MOE_TC_DN_WARPS 24 /* warps of a down block at most (80 registers) */
+/* a warp's activation staging for one token: mmv (MMV_TOK_W words) or mmv6 (2 x MMV6_TS halves) */
+#define MOE_TC_STG_B 1216
+
+static_assert(MOE_TC_STG_B >= MMV_TOK_W * 4 && MOE_TC_STG_B >= 2 * MMV6_TS * 2 && MOE_TC_STG_B % 16 == 0,
+              "staging area of one token");
+
+/* Launch contract: grid ((K * F + Fs) / 16, T), block 32 * KS; H % 256 ==
+ * 0, F % 16 == 0, Fs % 16 == 0 (a tile never straddles two experts); Q4_K
+ * rows 16-byte aligned, xn rows 16-byte aligned. Block b < K F / 16 takes
+ * token t's routed rows Fs + 16 b .. Fs + 16 b + 15 (slot j = 16 b / F),
+ * the others the shared expert's rows 16 (b - K F / 16) ..; warp w takes
+ * super-blocks [w nsb / KS, (w + 1) nsb / KS) of the tile's gate and up
+ * rows, NB at a time with all their loads in flight (acc in sb order), and
+ * the block adds the KS partials in warp order and writes act[t][row] =
+ * silu(gate . xn[t]) * (up . xn[t]). Blocks of routed rows route the token
+ * first (warp 0, warp_route; the other warps stage their activations
+ * meanwhile), block 0 also writes ids[t] and w[t]; an expert id out of range
+ * writes NaN. MINB: blocks per SM the registers are held to. */
+template <int KS, int NB, int MINB>
+__global__ void __launch_bounds__(32 * KS, MINB)
+    k_moe_tc_gu(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu, const uint8_t *__restrict__ Sg,
+                const uint8_t *__restrict__ Su, size_t row_bytes, int64_t H, int64_t F, int64_t Fs, int32_t E,
+                int32_t K, const float *__restrict__ logits, const float *__restrict__ xn, float *__restrict__ act,
+                int32_t *__restrict__ ids, float *__restrict__ wts) {
+    pdl_start();
+    __shared__ float p[MOE_MAX_EXPERT];
+    __shared__ int32_t sid[MOE_MAX_USED];
+    __shared__ float sw[MOE_MAX_USED];
+    __shared__ __align__(16) uint32_t stg_all[KS][NB][MOE_TC_STG_B / 4];
+    __shared__ float part[KS][2][16];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+    const int nsb = (int)(H / 256);
+    const int sb0 = warp * nsb / KS, sb1 = (warp + 1) * nsb / KS;
+    const int64_t t = blockIdx.y, n_rows = Fs + (int64_t)K * F, tile = (int64_t)blockIdx.x * 16;
+    const bool routed = tile < (int64_t)K * F; /* uniform over the block */
+    const int64_t row0 = routed ? Fs + tile : tile - (int64_t)K * F; /* the tile's first row in act[t] */
+    const float *x = xn + t * H;
+    float sinv[NB];
+    auto stage = [&](int c) { /* super-blocks c .. c + NB - 1 of the warp's range */
+#pragma unroll
+        for (int n = 0; n < NB; n++)
+            if (c + n < sb1) mmv_stage<1>(x, H, 1, c + n, lane, stg_all[warp][n], sinv + n, nullptr, nullptr, nullptr);
+    };
+    const bool pre = !(routed && warp == 0);
+    if (pre) stage(sb0);
+    const uint8_t *G = Sg, *U = Su;
+    int64_t r0 = row0;
+    if (routed) {
+        if (warp == 0) warp_route(logits + t * E, E, K, p, sid, sw);
+        __syncthreads();
+        if (blockIdx.x == 0)
+            for (int j = threadIdx.x; j < K; j += blockDim.x) ids[t * K + j] = sid[j], wts[t * K + j] = sw[j];
+        const int64_t j = tile / F;
+        const int32_t e = sid[j];
+        if (e < 0 || e >= E) { /* uniform over the block */
+            if (threadIdx.x < 16) act[t * n_rows + row0 + threadIdx.x] = NAN;
+            return;
+        }
+        G = Wg, U = Wu, r0 = (int64_t)e * F + tile - j * F;
+    }
+    const uint8_t *rows[2][2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        rows[0][r] = G + (r0 + gid + 8 * r) * (int64_t)row_bytes;
+        rows[1][r] = U + (r0 + gid + 8 * r) * (int64_t)row_bytes;
+    }
+    float acc[2][1][2] = {{{0.0f, 0.0f}}, {{0.0f, 0.0f}}};
+#pragma unroll 1
+    for (int c = sb0; c < sb1; c += NB) {
+        mmv_raw cur[NB][2];
+#pragma unroll
+        for (int n = 0; n < NB; n++)
+            if (c + n < sb1)
+#pragma unroll
+                for (int tl = 0; tl < 2; tl++) cur[n][tl].load(rows[tl][0], rows[tl][1], c + n, tig);
+        if (c > sb0 || !pre) stage(c);
+#pragma unroll
+        for (int n = 0; n < NB; n++)
+            if (c + n < sb1) mmv_sb_q4k<1>(cur[n], acc, stg_all[warp][n], sinv + n, 1, gid, tig);
+    }
+    if (tig == 0) { /* C column 0: token t */
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++) part[warp][tl][gid] = acc[tl][0][0], part[warp][tl][gid + 8] = acc[tl][0][1];
+    }
+    __syncthreads();
+    const int i = threadIdx.x;
+    if (i < 16) {
+        float g = part[0][0][i], u = part[0][1][i];
+        for (int k = 1; k < KS; k++) g = __fadd_rn(g, part[k][0][i]), u = __fadd_rn(u, part[k][1][i]);
+        act[t * n_rows + row0 + i] = silu_f(g) * u;
+    }
+}
+
+/* Launch contract: grid (H / 16, T), block 32 * min(n_items, MOE_TC_DN_WARPS) with
+ * n_items = K F / 256 + Fs / 256 <= MOE_TC_ITEMS, dynamic shared memory
+ * (block warps) * MOE_TC_STG_B; TD = Q4_K (F, Fs multiples of 256) or Q6_K
+ * (multiples of 512: rows 4-byte aligned), rows 16-byte aligned. Item i <
+ * K F / 256 is super-block i % (F / 256) of slot i / (F / 256)'s down rows
+ * r0 .. r0 + 15 (r0 = 16 blockIdx.x) with act[t][slot], the rest the shared
+ * expert's super-blocks; warp w takes items w, w + warps, ... Then thread i
+ * folds row r0 + i as k_moe_block_down does, each slot's dot being its
+ * super-block partials added in order. */
+template <int TD>
+__global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
+    k_moe_tc_down(const uint8_t *__restrict__ Wd, size_t rb, const uint8_t *__restrict__ Sd, size_t rbs, int64_t F,
+                  int64_t Fs, int64_t H, int32_t E, int32_t K, const int32_t *__restrict__ ids,
+                  const float *__restrict__ wts, const float *__restrict__ act, const float *__restrict__ sg,
+                  int64_t sg_stride, float *__restrict__ x) {
+    pdl_start();
+    extern __shared__ __align__(16) uint32_t moe_tc_sh[];
+    __shared__ float part[MOE_TC_ITEMS][16];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, nw = blockDim.x >> 5;
+    const int64_t t = blockIdx.y, r0 = (int64_t)blockIdx.x * 16, n_rows = Fs + (int64_t)K * F;
+    const int nsb = (int)(F / 256), nsbs = (int)(Fs / 256), n_items = K * nsb + nsbs;
+    const float *a = act + t * n_rows;
+    uint32_t *stg = moe_tc_sh + warp * (MOE_TC_STG_B / 4);
+    /* the fold's inputs, loaded now rather than after the dots */
+    __shared__ float sw[MOE_MAX_USED];
+    for (int j = threadIdx.x; j < K; j += blockDim.x) sw[j] = wts[t * K + j];
+    const int i = threadIdx.x;
+    float xv = 0.0f, gate = 0.0f;
+    if (i < 16) xv = x[t * H + r0 + i], gate = Fs ? sg[t * sg_stride] : 0.0f;
+    for (int it = warp; it < n_items; it += nw) {
+        const uint8_t *base = Sd;
+        const float *xa = a;
+        int64_t in = Fs;
+        size_t b = rbs;
+        int sb = it - K * nsb;
+        if (it < K * nsb) {
+            const int s = it / nsb;
+            const int32_t e = ids[t * K + s];
+            if (e < 0 || e >= E) {
+                if (lane < 16) part[it][lane] = NAN;
+                continue;
+            }
+            sb = it - s * nsb;
+            base = Wd + (int64_t)e * H * rb, xa = a + Fs + (int64_t)s * F, in = F, b = rb;
+        }
+        const uint8_t *row0 = base + (r0 + gid) * (int64_t)b, *row1 = row0 + 8 * (int64_t)b;
+        float sinv[1], acc[1][2] = {{0.0f, 0.0f}};
+        if constexpr (TD == MEMRA_TYPE_Q4_K) {
+            mmv_raw cur;
+            cur.load(row0, row1, sb, tig);
+            mmv_stage<1>(xa, in, 1, sb, lane, stg, sinv, nullptr, nullptr, nullptr);
+            mmv_sb_q4k<1, 1>(&cur, &acc, stg, sinv, 1, gid, tig); /* acc: the one tile */
+        } else {
+            mmv6_raw w[2];
+            const bool al = (sb & 1) == 0;
+            mmv6_load(w[0], row0 + (int64_t)sb * 210, tig, al);
+            mmv6_load(w[1], row1 + (int64_t)sb * 210, tig, al);
+            mmv6_stage<1>(xa, in, 1, sb, lane, nullptr, nullptr, (__half *)stg, sinv);
+            mmv6_sb<1>(w, acc, (const __half *)stg, sinv, 1, gid, tig);
+        }
+        if (tig == 0) part[it][gid] = acc[0][0], part[it][gid + 8] = acc[0][1]; /* C column 0: token t */
+    }
+    __syncthreads();
+    if (i < 16) {
+        float acc = 0.0f;
+        for (int j = 0; j < K; j++) {
+            float d = part[j * nsb][i];
+            for (int k = 1; k < nsb; k++) d = __fadd_rn(d, part[j * nsb + k][i]);
+            acc = fmaf(sw[j], d, acc);
+        }
+        float y = xv + acc;
+        if (Fs) {
+            float d = part[K * nsb][i];
+            for (int k = 1; k < nsbs; k++) d = __fadd_rn(d, part[K * nsb + k][i]);
+            y = fmaf(sigmoid_f(gate), d, y);
+        }
+        x[t * H + r0 + i] = y;
+    }
+}
+
+/* MEMRA_MOE_TC=0 in the environment (read once) sends moe_block back to
+ * the fp32 kernels above (a fallback switch like matmul.cu's MEMRA_MMV). */
+static int moe_tc_on(void) {
+    static int on = -1; /* a benign race: every thread stores the same value */
+    if (on < 0) {
+        const char *e = getenv("MEMRA_MOE_TC");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on;
+}
+
+/* Whether the tensor-core kernels take this layer's gate/up, down phase. */
+static bool moe_tc_gu_ok(uint32_t tgu, int64_t H, int64_t F, int64_t Fs) {
+    return tgu == MEMRA_TYPE_Q4_K && H % 256 == 0 && F % 16 == 0 && Fs % 16 == 0;
+}
+static bool moe_tc_down_ok(uint32_t td, int64_t H, int64_t F, int64_t Fs, int32_t K) {
+    const int64_t q = td == MEMRA_TYPE_Q4_K ? 256 : td == MEMRA_TYPE_Q6_K ? 512 : 0;
+    return q && H % 16 == 0 && F % q == 0 && Fs % q == 0 && K * (F / 256) + Fs / 256 <= MOE_TC_ITEMS;
+}
+
 memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, const float *logits, const float *xn,
                                const float *sg, int64_t sg_stride, float *x, int64_t T, int32_t *ids, float *w,
                                void *scratch) {
@@ -384,26 +641,46 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
     const uint8_t *Su = shared ? (const uint8_t *)p->up_shexp->data : NULL;
     const uint8_t *Sd = shared ? (const uint8_t *)p->down_shexp->data : NULL;
     size_t rbs = shared ? p->down_shexp->row_bytes : 0;
-    const int64_t per_block = MOE_GU_WARPS * MOE_GU_F;
-    dim3 gu((unsigned)((Fs + (int64_t)K * F + per_block - 1) / per_block), (unsigned)T);
     const uint8_t *Wg = (const uint8_t *)p->gate_exps->data, *Wu = (const uint8_t *)p->up_exps->data;
     size_t rb = p->gate_exps->row_bytes;
-    switch (tgu) {
-#define GU_CASE(TY)                                                                                              \
-    case TY:                                                                                                     \
-        cuda_launch(k_moe_block_gu<TY>, gu, 32 * MOE_GU_WARPS, 0, s, Wg, Wu, Sg, Su, rb, H, F, Fs, E, K, logits, xn, act, \
-                                                            ids, w);                                             \
+    const int tc = moe_tc_on();
+    if (tc && moe_tc_gu_ok(tgu, H, F, Fs)) {
+        dim3 g((unsigned)((Fs + (int64_t)K * F) / 16), (unsigned)T);
+        cuda_launch(k_moe_tc_gu<MOE_TC_GU_KS, MOE_TC_GU_NB, 3>, g, 32 * MOE_TC_GU_KS, 0, s, Wg, Wu, Sg, Su, rb, H, F,
+                    Fs, E, K, logits, xn, act, ids, w);
+    } else {
+        const int64_t per_block = MOE_GU_WARPS * MOE_GU_F;
+        dim3 g((unsigned)((Fs + (int64_t)K * F + per_block - 1) / per_block), (unsigned)T);
+        switch (tgu) {
+#define GU_CASE(TY)                                                                                                 \
+    case TY:                                                                                                        \
+        cuda_launch(k_moe_block_gu<TY>, g, 32 * MOE_GU_WARPS, 0, s, Wg, Wu, Sg, Su, rb, H, F, Fs, E, K, logits, xn, \
+                    act, ids, w);                                                                                   \
         break;
-        CUDA_FOR_EACH_TYPE(GU_CASE)
+            CUDA_FOR_EACH_TYPE(GU_CASE)
 #undef GU_CASE
-    default: break;
+        default: break;
+        }
     }
     if ((st = CUDA_LAUNCHED(be, "moe_block: gate/up kernel"))) return st;
+    const uint8_t *Wd = (const uint8_t *)p->down_exps->data;
+    const size_t rbd = p->down_exps->row_bytes;
+    if (tc && moe_tc_down_ok(td, H, F, Fs, K)) {
+        const int n_items = K * (int)(F / 256) + (int)(Fs / 256);
+        const int nw = n_items < MOE_TC_DN_WARPS ? n_items : MOE_TC_DN_WARPS;
+        dim3 g((unsigned)(H / 16), (unsigned)T);
+        const size_t sm = (size_t)nw * MOE_TC_STG_B;
+        if (td == MEMRA_TYPE_Q4_K)
+            cuda_launch(k_moe_tc_down<MEMRA_TYPE_Q4_K>, g, 32 * nw, sm, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w,
+                        act, sg, sg_stride, x);
+        else
+            cuda_launch(k_moe_tc_down<MEMRA_TYPE_Q6_K>, g, 32 * nw, sm, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w,
+                        act, sg, sg_stride, x);
+        return CUDA_LAUNCHED(be, "moe_block: down kernel");
+    }
     int S = K + shared;
     dim3 gd((unsigned)((H + MOE_DN_ROWS - 1) / MOE_DN_ROWS), (unsigned)T);
     unsigned bd = 32u * (unsigned)(S < MOE_DN_MAX_WARPS ? S : MOE_DN_MAX_WARPS);
-    const uint8_t *Wd = (const uint8_t *)p->down_exps->data;
-    size_t rbd = p->down_exps->row_bytes;
     switch (td) {
 #define DN_CASE(TY)                                                                                                  \
     case TY:                                                                                                         \
