@@ -1,0 +1,268 @@
+/* Prototype (lab only, not wired into the backend): the Q4_K decode matvec
+ * on the INTEGER tensor cores, T = 1, against the production k_mmv
+ * (src/backend/cuda/mmv.cuh). bench/results/2026-12-03b-h200.md has why:
+ * k_mmv executes ~1,000 instructions per warp and super-block (32 rows x
+ * 256 weights), as many issue cycles as the weights' DRAM time.
+ *
+ * Here A = the raw nibbles as u8 (one and-mask, or shift and mask, gives 4
+ * weights), mma.sync m16n8k32 u8 x s8 -> s32, one MMA per 16-row tile and
+ * 32-element sub-block (exact integer products and sums, so any k order
+ * gives the same bits). B = the activations as a 22-bit fixed-point value
+ * per element, X = rint(x 2^e) with one e per (token, super-block) so that
+ * max |X| is in [2^20, 2^21), split into three signed 8-bit limbs X = 2^16
+ * l0 + 2^8 l1 + l2 (balanced digits) in B columns 0, 1, 2. A separate
+ * launch (k_q_prep) converts x once per token: limb planes in the
+ * fragment order of the MMA, the per-sub-block sums S_j of X (the Q4_K min
+ * term) and 2^-e. Per sub-block j the 6-bit scale is applied by an integer
+ * multiply-add (A_l += sc_j C_l, exact: |A_l| < 2^25); per super-block, in
+ * fp32, acc_l += d 2^-e A_l and m += dmin 2^-e sum_j m_j S_j; per row,
+ * y = ((2^16 acc_0 + 2^8 acc_1) + acc_2) - m. Every order depends on the
+ * row length only.
+ *
+ * Checks: T = 1 against the CPU reference (memra_dot_row, all rows,
+ * max|gpu - cpu| / max|cpu| <= 1e-5, the gate's tolerance). Times (median
+ * of 15 after an L2 flush, launch latency included): k_mmv, the prep
+ * alone, the matvec alone, prep + matvec back to back.
+ *
+ *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh mmvq_lab [in n_out] */
+#include <math.h>
+
+#include "backend/cuda/mmv.cuh"
+#include "lab.cuh"
+
+#define Q_SB_B 768 /* limb bytes per token and super-block: 3 limbs x 4 lane groups x 8 sub-blocks x 8 */
+
+/* Launch contract: grid (in / 256, T), block 32. Lane L converts elements
+ * 8 L .. 8 L + 7 of super-block blockIdx.x of token blockIdx.y (sub-block
+ * j = L / 4, lane group q = L % 4) and writes limb l's 8 bytes at
+ * planes[tok][sb][l][q][j][8], S_j (q == 0) and 2^-e (lane 0). */
+__global__ void __launch_bounds__(32) k_q_prep(const float *__restrict__ x, int64_t in, uint8_t *__restrict__ planes,
+                                               float *__restrict__ ssum, float *__restrict__ sxinv) {
+    const int sb = blockIdx.x, t = blockIdx.y, lane = threadIdx.x, nsb = gridDim.x;
+    const float4 *xp = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
+    const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1);
+    const float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+    float mx = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    int e = 0;
+    if (mx > 0.0f) {
+        int ex;
+        frexpf(mx, &ex); /* mx in [2^(ex-1), 2^ex) */
+        e = 21 - ex;
+        e = e < -126 ? -126 : e > 126 ? 126 : e;
+    }
+    const float s = __uint_as_float((uint32_t)(e + 127) << 23);
+    int sum = 0;
+    uint32_t lw[3][2] = {{0u, 0u}, {0u, 0u}, {0u, 0u}};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int X = __float2int_rn(__fmul_rn(v[i], s));
+        sum += X;
+        const int l2 = (int)(int8_t)(X & 0xFF), X1 = (X - l2) >> 8;
+        const int l1 = (int)(int8_t)(X1 & 0xFF), l0 = (X1 - l1) >> 8;
+        const int sh = 8 * (i & 3);
+        lw[0][i >> 2] |= ((uint32_t)l0 & 0xFFu) << sh;
+        lw[1][i >> 2] |= ((uint32_t)l1 & 0xFFu) << sh;
+        lw[2][i >> 2] |= ((uint32_t)l2 & 0xFFu) << sh;
+    }
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+    const int j = lane >> 2, q = lane & 3;
+    uint8_t *base = planes + ((int64_t)t * nsb + sb) * Q_SB_B;
+#pragma unroll
+    for (int l = 0; l < 3; l++) *(uint2 *)(base + l * 256 + q * 64 + j * 8) = make_uint2(lw[l][0], lw[l][1]);
+    if (q == 0) ssum[((int64_t)t * nsb + sb) * 8 + j] = (float)sum;
+    if (lane == 0) sxinv[(int64_t)t * nsb + sb] = __uint_as_float((uint32_t)(127 - e) << 23);
+}
+
+__device__ __forceinline__ void q_imma(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t q_byte(uint32_t w, int i) { return (w >> (8 * i)) & 0xFFu; }
+
+/* Launch contract: grid ceil(n_out / 32), block 32 ks (ks = mmv_ks(in / 256)),
+ * T = 1. Warp w takes super-blocks [w nsb / ks, (w + 1) nsb / ks) of the
+ * block's two 16-row tiles; thread (g = lane / 4, t = lane % 4) holds rows
+ * g, g + 8 and C columns 2 t, 2 t + 1 (limbs 0, 1 for t = 0, limb 2 for
+ * t = 1). The ks partial rows are added in warp order. */
+__global__ void __launch_bounds__(256, 2)
+    k_mmvq(const uint8_t *__restrict__ W, size_t rb, int64_t n_out, int64_t in, const uint8_t *__restrict__ planes,
+           const float *__restrict__ ssum, const float *__restrict__ sxinv, float *__restrict__ y) {
+    __shared__ float part[MMV_KS_MAX][32];
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
+    const int nsb = (int)(in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    const uint8_t *rows[2][2];
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = (int64_t)blockIdx.x * 32 + 16 * tl + g + 8 * r;
+            rows[tl][r] = W + (row < n_out ? row : n_out - 1) * (int64_t)rb;
+        }
+    float accf[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}}, mt[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+#pragma unroll 1
+    for (int sb = sb0; sb < sb1; sb++) {
+        uint4 head[2][2];
+        uint2 qs[2][2][4];
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint8_t *b = rows[tl][r] + (int64_t)sb * 144;
+                head[tl][r] = __ldg((const uint4 *)b);
+#pragma unroll
+                for (int p = 0; p < 4; p++) qs[tl][r][p] = __ldg((const uint2 *)(b + 16 + 32 * p + 8 * t));
+            }
+        uint4 bq[4] = {};
+        if (g < 3) {
+            const uint4 *bp = (const uint4 *)(planes + (int64_t)sb * Q_SB_B + g * 256 + t * 64);
+#pragma unroll
+            for (int i = 0; i < 4; i++) bq[i] = __ldg(bp + i);
+        }
+        const float sx = __ldg(sxinv + sb);
+        int A[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+        uint32_t scw[2][2][2];
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint4 h = head[tl][r];
+                scw[tl][r][0] = h.y & 0x3F3F3F3Fu;
+                scw[tl][r][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
+            }
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            const uint4 bb = bq[p];
+#pragma unroll
+            for (int tl = 0; tl < 2; tl++) {
+                uint32_t lo[2][2], hi[2][2];
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const uint2 w = qs[tl][r][p];
+                    lo[r][0] = w.x & 0x0F0F0F0Fu, lo[r][1] = w.y & 0x0F0F0F0Fu;
+                    hi[r][0] = (w.x >> 4) & 0x0F0F0F0Fu, hi[r][1] = (w.y >> 4) & 0x0F0F0F0Fu;
+                }
+                int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
+                q_imma(c0, lo[0][0], lo[1][0], lo[0][1], lo[1][1], bb.x, bb.y); /* sub-block 2 p */
+                q_imma(c1, hi[0][0], hi[1][0], hi[0][1], hi[1][1], bb.z, bb.w); /* sub-block 2 p + 1 */
+                const int j0 = 2 * p, j1 = 2 * p + 1;
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const int s0 = (int)q_byte(scw[tl][r][j0 >> 2], j0 & 3), s1 = (int)q_byte(scw[tl][r][j1 >> 2], j1 & 3);
+                    A[tl][2 * r] += s0 * c0[2 * r] + s1 * c1[2 * r];
+                    A[tl][2 * r + 1] += s0 * c0[2 * r + 1] + s1 * c1[2 * r + 1];
+                }
+            }
+        }
+        float S[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) S[j] = __ldg(ssum + (int64_t)sb * 8 + j);
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint4 h = head[tl][r];
+                const float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xFFFF)));
+                const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
+                const uint32_t mw0 = h.z & 0x3F3F3F3Fu, mw1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
+                float M = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; j++) M = fmaf((float)q_byte(j < 4 ? mw0 : mw1, j & 3), S[j], M);
+                const float ds = __fmul_rn(d, sx);
+                accf[tl][2 * r] = fmaf(ds, (float)A[tl][2 * r], accf[tl][2 * r]);
+                accf[tl][2 * r + 1] = fmaf(ds, (float)A[tl][2 * r + 1], accf[tl][2 * r + 1]);
+                mt[tl][r] = fmaf(__fmul_rn(dmin, sx), M, mt[tl][r]);
+            }
+    }
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const float a2 = __shfl_down_sync(0xFFFFFFFFu, accf[tl][2 * r], 1); /* limb 2: lane t = 1 */
+            const float v = __fsub_rn(
+                __fadd_rn(__fadd_rn(__fmul_rn(65536.0f, accf[tl][2 * r]), __fmul_rn(256.0f, accf[tl][2 * r + 1])), a2),
+                mt[tl][r]);
+            if (t == 0) part[wp][16 * tl + g + 8 * r] = v;
+        }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        const int64_t row = (int64_t)blockIdx.x * 32 + threadIdx.x;
+        float v = part[0][threadIdx.x];
+        for (int k = 1; k < ks; k++) v = __fadd_rn(v, part[k][threadIdx.x]);
+        if (row < n_out) y[row] = v;
+    }
+}
+
+int main(int argc, char **argv) {
+    const int64_t in = argc > 2 ? atoll(argv[1]) : 4096, n_out = argc > 2 ? atoll(argv[2]) : 12288;
+    const double copy = lab_init();
+    printf("mmvq_lab: {%lld, %lld} Q4_K T=1; device-to-device copy %.0f GB/s (read + write)\n", (long long)in,
+           (long long)n_out, copy);
+    if (in % 256) {
+        printf("mmvq_lab: in must be a multiple of 256\n");
+        return 1;
+    }
+    const uint32_t TY = MEMRA_TYPE_Q4_K;
+    const int nsb = (int)(in / 256), ks = mmv_ks(nsb);
+    const size_t rb = memra_type_row_bytes(TY, in), wb = rb * (size_t)n_out;
+    uint8_t *hw = (uint8_t *)malloc(wb);
+    fill_blocks(TY, hw, wb);
+    float *hx = (float *)malloc(sizeof(float) * in), *ref = (float *)malloc(sizeof(float) * n_out);
+    float *hy = (float *)malloc(sizeof(float) * n_out), *hm = (float *)malloc(sizeof(float) * n_out);
+    for (int64_t i = 0; i < in; i++) hx[i] = rf(-1, 1) * (i % 97 == 0 ? 40.0f : 1.0f); /* a few outliers */
+    double mref = 0;
+    for (int64_t o = 0; o < n_out; o++) {
+        ref[o] = memra_dot_row(TY, hw + o * rb, hx, in);
+        mref = fmax(mref, fabs(ref[o]));
+    }
+    uint8_t *dw = lab_dev(hw, wb), *planes;
+    float *dx = lab_dev(hx, sizeof(float) * in), *dy, *dm, *ssum, *sxinv;
+    CK(cudaMalloc(&dy, sizeof(float) * n_out));
+    CK(cudaMalloc(&dm, sizeof(float) * n_out));
+    CK(cudaMalloc(&planes, (size_t)nsb * Q_SB_B));
+    CK(cudaMalloc(&ssum, sizeof(float) * nsb * 8));
+    CK(cudaMalloc(&sxinv, sizeof(float) * nsb));
+    const unsigned grid = (unsigned)((n_out + 31) / 32);
+    auto prep = [&] { k_q_prep<<<dim3((unsigned)nsb, 1), 32>>>(dx, in, planes, ssum, sxinv); };
+    auto mv = [&] { k_mmvq<<<grid, 32u * (unsigned)ks>>>(dw, rb, n_out, in, planes, ssum, sxinv, dy); };
+    mmv_args a;
+    memset(&a, 0, sizeof a);
+    a.W[0] = dw, a.n_out[0] = n_out, a.y[0] = dm, a.row_bytes = rb, a.in = in, a.T = 1, a.x = dx;
+    mmv_blocks(&a, 1);
+    auto prod = [&] { mmv_launch(a, 0); };
+    CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
+    prep();
+    mv();
+    prod();
+    CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError());
+    lab_get(hy, dy, n_out);
+    lab_get(hm, dm, n_out);
+    double e_q = 0, e_m = 0;
+    for (int64_t o = 0; o < n_out; o++) {
+        const double dq = fabs((double)hy[o] - ref[o]), dmm = fabs((double)hm[o] - ref[o]);
+        if (!(dq <= e_q)) e_q = dq;
+        if (!(dmm <= e_m)) e_m = dmm;
+    }
+    e_q /= mref, e_m /= mref;
+    const int ok = e_q <= 1e-5;
+    const double u_prod = lab_time_us(prod), u_prep = lab_time_us(prep), u_mv = lab_time_us(mv);
+    const double u_both = lab_time_us([&] {
+        prep();
+        mv();
+    });
+    auto pct = [&](double us) { return 100.0 * wb / (us * 1e-6) / 1e9 / copy; };
+    printf("MMVQ Q4_K ks%d  k_mmv %6.1f us %4.0f%%  prep %5.1f us  mmvq %6.1f us %4.0f%%  prep+mmvq %6.1f us %4.0f%%  "
+           "err mmvq %.2e k_mmv %.2e %s\n",
+           ks, u_prod, pct(u_prod), u_prep, u_mv, pct(u_mv), u_both, pct(u_both), e_q, e_m, ok ? "ok" : "FAIL");
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dm), cudaFree(planes), cudaFree(ssum), cudaFree(sxinv);
+    free(hw), free(hx), free(ref), free(hy), free(hm);
+    return ok ? 0 : 1;
+}
