@@ -10,10 +10,22 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "backend/backend.h"
 #include "gguf/quant.h"
+}
+
+/* A fallback switch read from the environment once: 0 when NAME=0. *cache
+ * starts at -1 (a benign race: every thread stores the same value). */
+static inline int env_on(const char *name, int *cache) {
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = !(e && strcmp(e, "0") == 0);
+    }
+    return *cache;
 }
 
 #define GDN_CNT_WORDS 32768 /* gdn.cu's arrival counters per backend */

@@ -69,15 +69,6 @@ static memra_status mm_check(memra_backend *be, const memra_weight *w, const flo
     return MEMRA_OK;
 }
 
-/* A fallback switch read from the environment once: 0 when NAME=0. *cache
- * starts at -1 (a benign race: every thread stores the same value). */
-static int env_on(const char *name, int *cache) {
-    if (*cache < 0) {
-        const char *e = getenv(name);
-        *cache = !(e && strcmp(e, "0") == 0);
-    }
-    return *cache;
-}
 
 /* Whether a T < 16 matmul of this weight type and row length goes to the
  * tensor-core matvec: mmv.cuh (Q4_K), mmv6.cuh (Q6_K). MEMRA_MMV=0 turns

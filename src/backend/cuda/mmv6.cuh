@@ -278,7 +278,7 @@ static void mmv6_launch_ng(const mmv_args &a, cudaStream_t s, int ks) {
 
 /* Fills blk0 from n_out[0 .. n - 1] and launches (ks = mmv_ks unless a lab
  * overrides it; another split changes the rows' bits). */
-static void mmv6_launch(mmv_args a, int n, cudaStream_t s, int ks = 0) {
+static inline void mmv6_launch(mmv_args a, int n, cudaStream_t s, int ks = 0) {
     a.blk0[0] = 0;
     for (int i = 0; i < 4; i++) a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + 15) / 16) : 0);
     if (!ks) ks = mmv_ks((int)(a.in / 256));

@@ -19,16 +19,10 @@
  * k_moe_tc_gu / k_moe_tc_down instead: the same two phases on the tensor-core
  * decode cores of mmv.cuh and mmv6.cuh (section at the end). */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/mmv.cuh"
-/* mmv6.cuh's host launcher (matmul.cu's) is not used here */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
 #include "backend/cuda/mmv6.cuh"
-#pragma GCC diagnostic pop
 #include "backend/cuda/ops.cuh"
 
 #define MOE_MAX_EXPERT 1024
@@ -589,12 +583,8 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
 /* MEMRA_MOE_TC=0 in the environment (read once) sends moe_block back to
  * the fp32 kernels above (a fallback switch like matmul.cu's MEMRA_MMV). */
 static int moe_tc_on(void) {
-    static int on = -1; /* a benign race: every thread stores the same value */
-    if (on < 0) {
-        const char *e = getenv("MEMRA_MOE_TC");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on;
+    static int on = -1;
+    return env_on("MEMRA_MOE_TC", &on);
 }
 
 /* Whether the tensor-core kernels take this layer's gate/up, down phase. */
