@@ -19,17 +19,11 @@ static int g_fail;
 static void run(int64_t in, int64_t n_out) {
     const uint32_t TY = MEMRA_TYPE_Q6_K;
     const int TB = 15;
-    size_t rb = memra_type_row_bytes(TY, in), wb = rb * (size_t)n_out;
-    uint8_t *hw = (uint8_t *)malloc(wb);
-    fill_blocks(TY, hw, wb);
-    float *hx = (float *)malloc(sizeof(float) * TB * in);
-    for (int64_t i = 0; i < TB * in; i++) hx[i] = rf(-1, 1);
-    float *ref = (float *)malloc(sizeof(float) * n_out);
-    double mref = 0;
-    for (int64_t o = 0; o < n_out; o++) {
-        ref[o] = memra_dot_row(TY, hw + o * rb, hx, in);
-        mref = fmax(mref, fabs(ref[o]));
-    }
+    lab_mv pb = lab_mv_make(TY, in, n_out, TB, 0);
+    const size_t rb = pb.rb, wb = pb.wb;
+    const uint8_t *hw = pb.hw;
+    const float *hx = pb.hx, *ref = pb.ref;
+    const double mref = pb.mref;
     uint8_t *dw = lab_dev(hw, wb);
     float *dx = lab_dev(hx, sizeof(float) * TB * in), *dy, *dy2;
     CK(cudaMalloc(&dy, sizeof(float) * TB * n_out));
@@ -130,7 +124,7 @@ static void run(int64_t in, int64_t n_out) {
                (long long)n_out, tt[k], us6[k], pct(us6[k]), usm[k], pct(usm[k]));
     fflush(stdout);
     cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2);
-    free(hw), free(hx), free(ref), free(y1), free(yt), free(y2);
+    lab_mv_free(&pb), free(y1), free(yt), free(y2);
 }
 
 int main(int argc, char **argv) {

@@ -73,15 +73,11 @@ template <int TY>
 static void run_type(int64_t in, int64_t n_out) {
     const char *name = memra_type_name(TY);
     const int TB = MMV_MAX_T;
-    size_t rb = memra_type_row_bytes(TY, in), wb = rb * (size_t)n_out;
-    uint8_t *hw = (uint8_t *)malloc(wb);
-    fill_blocks(TY, hw, wb);
-    float *hx = (float *)malloc(sizeof(float) * TB * in);
-    for (int64_t i = 0; i < TB * in; i++) hx[i] = rf(-1, 1);
-    float *ref = (float *)malloc(sizeof(float) * n_out);
-    for (int64_t o = 0; o < n_out; o++) ref[o] = memra_dot_row(TY, hw + o * rb, hx, in);
-    double mref = 0;
-    for (int64_t o = 0; o < n_out; o++) mref = fmax(mref, fabs(ref[o]));
+    lab_mv pb = lab_mv_make(TY, in, n_out, TB, 0);
+    const size_t rb = pb.rb, wb = pb.wb;
+    const uint8_t *hw = pb.hw;
+    const float *hx = pb.hx, *ref = pb.ref;
+    const double mref = pb.mref;
     uint8_t *dw = lab_dev(hw, wb);
     float *dx = lab_dev(hx, sizeof(float) * TB * in), *dy, *dy2;
     CK(cudaMalloc(&dy, sizeof(float) * TB * n_out));
@@ -190,7 +186,7 @@ static void run_type(int64_t in, int64_t n_out) {
                100 * wb / (u1 * 1e-6) / 1e9 / g_copy, u8, 100 * wb / (u8 * 1e-6) / 1e9 / g_copy);
     }
     cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2);
-    free(hw), free(hx), free(ref), free(yt), free(y2), free(yp1);
+    lab_mv_free(&pb), free(yt), free(y2), free(yp1);
     for (int t = 0; t < TB; t++) free(y1[t]);
 }
 

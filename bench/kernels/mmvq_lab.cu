@@ -239,19 +239,13 @@ int main(int argc, char **argv) {
     }
     const uint32_t TY = MEMRA_TYPE_Q4_K;
     const int nsb = (int)(in / 256), ks = mmv_ks(nsb);
-    const size_t rb = memra_type_row_bytes(TY, in), wb = rb * (size_t)n_out;
-    uint8_t *hw = (uint8_t *)malloc(wb);
-    fill_blocks(TY, hw, wb);
-    float *hx = (float *)malloc(sizeof(float) * in), *ref = (float *)malloc(sizeof(float) * n_out);
+    lab_mv pb = lab_mv_make(TY, in, n_out, 1, 97); /* a few outliers in x */
+    const size_t rb = pb.rb, wb = pb.wb;
+    const float *ref = pb.ref;
+    const double mref = pb.mref;
     float *hy = (float *)malloc(sizeof(float) * n_out), *hm = (float *)malloc(sizeof(float) * n_out);
-    for (int64_t i = 0; i < in; i++) hx[i] = rf(-1, 1) * (i % 97 == 0 ? 40.0f : 1.0f); /* a few outliers */
-    double mref = 0;
-    for (int64_t o = 0; o < n_out; o++) {
-        ref[o] = memra_dot_row(TY, hw + o * rb, hx, in);
-        mref = fmax(mref, fabs(ref[o]));
-    }
-    uint8_t *dw = lab_dev(hw, wb), *planes;
-    float *dx = lab_dev(hx, sizeof(float) * in), *dy, *dm, *ssum, *sxinv;
+    uint8_t *dw = lab_dev(pb.hw, wb), *planes;
+    float *dx = lab_dev(pb.hx, sizeof(float) * in), *dy, *dm, *ssum, *sxinv;
     CK(cudaMalloc(&dy, sizeof(float) * n_out));
     CK(cudaMalloc(&dm, sizeof(float) * n_out));
     CK(cudaMalloc(&planes, (size_t)nsb * Q_SB_B));
@@ -315,6 +309,6 @@ int main(int argc, char **argv) {
     }
     var = 0;
     cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dm), cudaFree(planes), cudaFree(ssum), cudaFree(sxinv);
-    free(hw), free(hx), free(ref), free(hy), free(hm);
+    lab_mv_free(&pb), free(hy), free(hm);
     return fails ? 1 : 0;
 }
