@@ -62,35 +62,6 @@ static inline void fill_blocks(uint32_t type, uint8_t *w, size_t bytes) {
     }
 }
 
-/* A matvec lab's problem: n_out random rows of `type` with `in` elements
- * (fill_blocks), T rows of activations in [-1, 1] (every outlier-th element
- * times 40 when outlier > 0), and the CPU reference of token 0 for every row
- * (memra_dot_row) with its largest magnitude. lab_mv_free releases it. */
-typedef struct lab_mv {
-    size_t rb, wb; /* row bytes, weight bytes */
-    uint8_t *hw;
-    float *hx, *ref;
-    double mref;
-} lab_mv;
-
-static inline lab_mv lab_mv_make(uint32_t type, int64_t in, int64_t n_out, int T, int64_t outlier) {
-    lab_mv m;
-    m.rb = memra_type_row_bytes(type, in), m.wb = m.rb * (size_t)n_out;
-    m.hw = (uint8_t *)malloc(m.wb);
-    fill_blocks(type, m.hw, m.wb);
-    m.hx = (float *)malloc(sizeof(float) * T * in);
-    for (int64_t i = 0; i < T * in; i++) m.hx[i] = rf(-1, 1) * (outlier > 0 && i % outlier == 0 ? 40.0f : 1.0f);
-    m.ref = (float *)malloc(sizeof(float) * n_out);
-    m.mref = 0;
-    for (int64_t o = 0; o < n_out; o++) {
-        m.ref[o] = memra_dot_row(type, m.hw + o * m.rb, m.hx, in);
-        m.mref = fmax(m.mref, fabs(m.ref[o]));
-    }
-    return m;
-}
-
-static inline void lab_mv_free(lab_mv *m) { free(m->hw), free(m->hx), free(m->ref); }
-
 #define CK(call)                                                                                   \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
@@ -112,6 +83,41 @@ static inline TP *lab_dev(const TP *h, size_t bytes) {
     CK(cudaMalloc(&d, bytes + 64));
     CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return (TP *)d;
+}
+
+/* A matvec lab's problem: n_out random rows of `type` with `in` elements
+ * (fill_blocks), T rows of activations in [-1, 1] (every outlier-th element
+ * times 40 when outlier > 0), the CPU reference of token 0 for every row
+ * (memra_dot_row) with its largest magnitude, and device copies of the
+ * weights and activations. lab_mv_free releases all of it. */
+typedef struct lab_mv {
+    size_t rb, wb; /* row bytes, weight bytes */
+    uint8_t *hw, *dw;
+    float *hx, *dx, *ref;
+    double mref;
+} lab_mv;
+
+static inline lab_mv lab_mv_make(uint32_t type, int64_t in, int64_t n_out, int T, int64_t outlier) {
+    lab_mv m;
+    m.rb = memra_type_row_bytes(type, in), m.wb = m.rb * (size_t)n_out;
+    m.hw = (uint8_t *)malloc(m.wb);
+    fill_blocks(type, m.hw, m.wb);
+    m.hx = (float *)malloc(sizeof(float) * T * in);
+    for (int64_t i = 0; i < T * in; i++) m.hx[i] = rf(-1, 1) * (outlier > 0 && i % outlier == 0 ? 40.0f : 1.0f);
+    m.ref = (float *)malloc(sizeof(float) * n_out);
+    m.mref = 0;
+    for (int64_t o = 0; o < n_out; o++) {
+        m.ref[o] = memra_dot_row(type, m.hw + o * m.rb, m.hx, in);
+        m.mref = fmax(m.mref, fabs(m.ref[o]));
+    }
+    m.dw = lab_dev(m.hw, m.wb);
+    m.dx = lab_dev(m.hx, sizeof(float) * T * in);
+    return m;
+}
+
+static inline void lab_mv_free(lab_mv *m) {
+    free(m->hw), free(m->hx), free(m->ref);
+    cudaFree(m->dw), cudaFree(m->dx);
 }
 
 static void *lab_flush_buf; /* lab_init */

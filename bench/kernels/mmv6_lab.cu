@@ -24,8 +24,9 @@ static void run(int64_t in, int64_t n_out) {
     const uint8_t *hw = pb.hw;
     const float *hx = pb.hx, *ref = pb.ref;
     const double mref = pb.mref;
-    uint8_t *dw = lab_dev(hw, wb);
-    float *dx = lab_dev(hx, sizeof(float) * TB * in), *dy, *dy2;
+    const uint8_t *dw = pb.dw;
+    const float *dx = pb.dx;
+    float *dy, *dy2;
     CK(cudaMalloc(&dy, sizeof(float) * TB * n_out));
     CK(cudaMalloc(&dy2, sizeof(float) * TB * n_out));
     float *y1 = (float *)malloc(sizeof(float) * TB * n_out), *yt = (float *)malloc(sizeof(float) * TB * n_out);
@@ -123,7 +124,7 @@ static void run(int64_t in, int64_t n_out) {
         printf("MMV6 {%lld,%lld} T=%d  mmv6 %7.1f us %4.0f%%   k_matvec_multi %7.1f us %4.0f%%\n", (long long)in,
                (long long)n_out, tt[k], us6[k], pct(us6[k]), usm[k], pct(usm[k]));
     fflush(stdout);
-    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2);
+    cudaFree(dy), cudaFree(dy2);
     lab_mv_free(&pb), free(y1), free(yt), free(y2);
 }
 

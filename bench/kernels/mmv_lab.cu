@@ -75,11 +75,11 @@ static void run_type(int64_t in, int64_t n_out) {
     const int TB = MMV_MAX_T;
     lab_mv pb = lab_mv_make(TY, in, n_out, TB, 0);
     const size_t rb = pb.rb, wb = pb.wb;
-    const uint8_t *hw = pb.hw;
-    const float *hx = pb.hx, *ref = pb.ref;
+    const float *ref = pb.ref;
     const double mref = pb.mref;
-    uint8_t *dw = lab_dev(hw, wb);
-    float *dx = lab_dev(hx, sizeof(float) * TB * in), *dy, *dy2;
+    const uint8_t *dw = pb.dw;
+    const float *dx = pb.dx;
+    float *dy, *dy2;
     CK(cudaMalloc(&dy, sizeof(float) * TB * n_out));
     CK(cudaMalloc(&dy2, sizeof(float) * TB * n_out));
     float *y1[MMV_MAX_T], *yt = (float *)malloc(sizeof(float) * TB * n_out);
@@ -185,7 +185,7 @@ static void run_type(int64_t in, int64_t n_out) {
         printf("MMV %-7s OLD  T=1 %6.1f us %4.0f%%  T=8 %6.1f us %4.0f%%\n", name, u1,
                100 * wb / (u1 * 1e-6) / 1e9 / g_copy, u8, 100 * wb / (u8 * 1e-6) / 1e9 / g_copy);
     }
-    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2);
+    cudaFree(dy), cudaFree(dy2);
     lab_mv_free(&pb), free(yt), free(y2), free(yp1);
     for (int t = 0; t < TB; t++) free(y1[t]);
 }

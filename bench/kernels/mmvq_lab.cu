@@ -244,8 +244,10 @@ int main(int argc, char **argv) {
     const float *ref = pb.ref;
     const double mref = pb.mref;
     float *hy = (float *)malloc(sizeof(float) * n_out), *hm = (float *)malloc(sizeof(float) * n_out);
-    uint8_t *dw = lab_dev(pb.hw, wb), *planes;
-    float *dx = lab_dev(pb.hx, sizeof(float) * in), *dy, *dm, *ssum, *sxinv;
+    const uint8_t *dw = pb.dw;
+    const float *dx = pb.dx;
+    uint8_t *planes;
+    float *dy, *dm, *ssum, *sxinv;
     CK(cudaMalloc(&dy, sizeof(float) * n_out));
     CK(cudaMalloc(&dm, sizeof(float) * n_out));
     CK(cudaMalloc(&planes, (size_t)nsb * Q_SB_B));
@@ -308,7 +310,7 @@ int main(int argc, char **argv) {
                vks[var] ? (vks[var] < nsb ? vks[var] : nsb) : ks, u, pct(u), same < 0 ? "n/a" : same ? "yes" : "NO");
     }
     var = 0;
-    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dm), cudaFree(planes), cudaFree(ssum), cudaFree(sxinv);
+    cudaFree(dy), cudaFree(dm), cudaFree(planes), cudaFree(ssum), cudaFree(sxinv);
     lab_mv_free(&pb), free(hy), free(hm);
     return fails ? 1 : 0;
 }
