@@ -337,10 +337,14 @@ static int gate_matmul_shape(gate *g, const gate_model *m, const mm_shape *s, ui
          * holds the same token at another position among other tokens */
         const char *note = "";
         const int tc = T >= GATE_TC_MIN_T;
+        /* Q4_K rows of whole super-blocks and Q6_K rows of an even number:
+         * the CUDA prefill path is the matvec's arithmetic (mmvg), so its
+         * rows must equal T = 1's */
+        const int same = tc && ((type == MEMRA_TYPE_Q4_K && s->in % 256 == 0) || (type == MEMRA_TYPE_Q6_K && s->in % 512 == 0));
         if (T > 1) {
             int64_t rows[3] = {0, T / 2, T - 1};
             for (int k = 0; k < 3; k++) {
-                int64_t T2 = tc ? 20 : 1, first = tc ? (rows[k] >= 20 ? rows[k] - 19 : 0) : rows[k];
+                int64_t T2 = tc && !same ? 20 : 1, first = T2 == 20 ? (rows[k] >= 20 ? rows[k] - 19 : 0) : rows[k];
                 if (first + T2 > T) first = T - T2;
                 if (gpoison(g, dy1, (size_t)(T2 * s->out) * 4)) goto done;
                 if (g->gpu->ops->matmul(g->gpu, &w.g, dx + first * s->in, dy1, T2, 0)) goto done;
@@ -351,7 +355,7 @@ static int gate_matmul_shape(gate *g, const gate_model *m, const mm_shape *s, ui
                 }
             }
         }
-        if (tc && !*note) note = "tensor cores (3xfp16)";
+        if (tc && !*note) note = same ? "prefill path, rows == T=1 (memcmp)" : "tensor cores (3xfp16)";
         double tol = tc ? GATE_TC_TOL : 1e-5;
         int ok = passes(e, tol) && strcmp(note, "batch-variant");
         gate_row(g, 0, "matmul", m->name, shape, memra_type_name(type), (long)T, e, tol, ok, note);
@@ -906,17 +910,18 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
         }
         const char *note = T >= GATE_TC_MIN_T ? "prefill path" : "";
         int inv_ok = 1;
-        if (T == 7) {
+        /* T = 7, and the prefill path of Q4_K (mmvg: the matvec's arithmetic): the last row alone */
+        if (T == 7 || (T == FUSED_TMAX && type == MEMRA_TYPE_Q4_K && in % 256 == 0)) {
             for (int i = 0; i < n_out; i++)
                 if (gpoison(g, dy1[i], (size_t)s[i].out * 4)) goto done;
-            st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx + 6 * in, dy1[0], 1, gn)
-                        : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy1, dx + 6 * in, 1, gn);
+            st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx + (T - 1) * in, dy1[0], 1, gn)
+                        : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy1, dx + (T - 1) * in, 1, gn);
             if (st) goto done;
             for (int i = 0; i < n_out; i++) {
                 if (gdown(g, y1, dy1[i], (size_t)s[i].out * 4)) goto done;
-                if (memcmp(y1, hy[i] + 6 * s[i].out, (size_t)s[i].out * 4)) inv_ok = 0;
+                if (memcmp(y1, hy[i] + (T - 1) * s[i].out, (size_t)s[i].out * 4)) inv_ok = 0;
             }
-            note = inv_ok ? "T=1 == row 6 (memcmp)" : "batch-variant";
+            note = !inv_ok ? "batch-variant" : T == 7 ? "T=1 == row 6 (memcmp)" : "prefill path, T=1 == row 36 (memcmp)";
         }
         double tol = T >= GATE_TC_MIN_T ? GATE_TC_TOL : 1e-5;
         gate_row(g, T == 1 || !inv_ok, op, m->name, label, memra_type_name(type), (long)T, e, tol,
@@ -969,14 +974,16 @@ static int gate_fused_matmul(gate *g, const gate_model *m) {
 /* ------------------------------------------------------------------ gdn */
 
 /* One GDN layer of model m with head sizes dk x dv (128 x 128 in the real
- * models; the fixture models have 32 and 64). */
-static int gate_gdn(gate *g, const gate_model *m, int dk, int dv) {
+ * models; the fixture models have 32 and 64). Two sequences of long[0..1]
+ * tokens: {1, 5} (T = 6) takes the CUDA backend's token-at-a-time kernel,
+ * {5, 35} (T = 40) its prefill kernels (prep, scan, finish). */
+static int gate_gdn(gate *g, const gate_model *m, int dk, int dv, int longer) {
     const int n_slots = 3, dc = 4;
     int64_t key_dim = (int64_t)m->n_k * dk, conv_dim = 2 * key_dim + (int64_t)m->n_v * dv, vdim = (int64_t)m->n_v * dv;
-    int32_t len[2] = {1, 5}, pos0[2] = {40, 0}, slots[2] = {2, 0};
+    int32_t len[2] = {longer ? 5 : 1, longer ? 35 : 5}, pos0[2] = {40, 0}, slots[2] = {2, 0};
     bpair b;
     if (bpair_make(g, &b, 2, len, pos0, slots, 100)) return -1;
-    int64_t T = 6;
+    int64_t T = len[0] + len[1];
     wpair conv, dt, a, nw;
     if (wvec_make(g, &conv, "ssm_conv1d", dc, conv_dim, -0.5f, 0.5f) ||
         wvec_make(g, &dt, "ssm_dt.bias", m->n_v, 1, -1.0f, 1.0f) ||
@@ -991,43 +998,48 @@ static int gate_gdn(gate *g, const gate_model *m, int dk, int dv) {
         buf_make(g, &br, (size_t)(T * m->n_v), -2, 2) || buf_make(g, &ar, (size_t)(T * m->n_v), -2, 2) ||
         buf_make(g, &out, (size_t)(T * vdim), 0, 0))
         return -1;
-    /* slot 2's states before each pass (for the T = 1 replay of its token) */
-    size_t cs2 = (size_t)(conv_dim * (dc - 1)), ss2 = (size_t)m->n_v * dv * dk;
-    float *c0 = malloc(cs2 * 4), *s0 = malloc(ss2 * 4), *c1 = malloc(cs2 * 4), *s1 = malloc(ss2 * 4);
+    /* the GPU states before each pass (for the replay one token at a time) and after it */
+    float *c0 = malloc(cs.n * 4), *s0 = malloc(ss.n * 4), *c1 = malloc(cs.n * 4), *s1 = malloc(ss.n * 4);
     float *o1 = malloc((size_t)vdim * 4), *ob = malloc(out.n * 4);
     if (!c0 || !s0 || !c1 || !s1 || !o1 || !ob) return -1;
     for (int tiled = 1; tiled >= 0; tiled--) {
         pc.kv_tiled = pg.kv_tiled = tiled;
-        GTRY(g, gdown(g, c0, cs.d + 2 * cs2, cs2 * 4));
-        GTRY(g, gdown(g, s0, ss.d + 2 * ss2, ss2 * 4));
+        GTRY(g, gdown(g, c0, cs.d, cs.n * 4));
+        GTRY(g, gdown(g, s0, ss.d, ss.n * 4));
         GTRY(g, gpoison(g, out.d, out.n * 4));
         GTRY(g, g->cpu->ops->gdn(g->cpu, &b.c, &pc, cs.h, ss.h, mixed.h, z.h, br.h, ar.h, out.h));
         GTRY(g, g->gpu->ops->gdn(g->gpu, &b.g, &pg, cs.d, ss.d, mixed.d, z.d, br.d, ar.d, out.d));
-        /* batch invariance: token 0 (slot 2, alone in its sequence) run again with T = 1 from slot 2's old
-         * states gives the same output row and the same new states (memcmp) */
+        /* batch invariance: every token replayed alone (T = 1, in its sequence's order, from the old states)
+         * gives its output row, and the replay ends in the same states (memcmp) */
         {
             GTRY(g, gdown(g, ob, out.d, out.n * 4));
-            GTRY(g, gdown(g, c1, cs.d + 2 * cs2, cs2 * 4));
-            GTRY(g, gdown(g, s1, ss.d + 2 * ss2, ss2 * 4));
-            GTRY(g, g->gpu->ops->upload(g->gpu, cs.d + 2 * cs2, c0, cs2 * 4));
-            GTRY(g, g->gpu->ops->upload(g->gpu, ss.d + 2 * ss2, s0, ss2 * 4));
-            bpair b1;
-            int32_t l1 = 1, p1 = 40, sl1 = 2;
-            if (bpair_make(g, &b1, 1, &l1, &p1, &sl1, 100)) return -1;
+            GTRY(g, gdown(g, c1, cs.d, cs.n * 4));
+            GTRY(g, gdown(g, s1, ss.d, ss.n * 4));
+            GTRY(g, g->gpu->ops->upload(g->gpu, cs.d, c0, cs.n * 4));
+            GTRY(g, g->gpu->ops->upload(g->gpu, ss.d, s0, ss.n * 4));
             buf o;
             if (buf_make(g, &o, (size_t)vdim, 0, 0)) return -1;
-            GTRY(g, gpoison(g, o.d, o.n * 4));
-            GTRY(g, g->gpu->ops->gdn(g->gpu, &b1.g, &pg, cs.d, ss.d, mixed.d, z.d, br.d, ar.d, o.d));
-            GTRY(g, gdown(g, o1, o.d, o.n * 4));
-            int ok = all_finite(o1, (size_t)vdim) && !memcmp(o1, ob, (size_t)vdim * 4);
-            GTRY(g, gdown(g, c0, cs.d + 2 * cs2, cs2 * 4));
-            GTRY(g, gdown(g, s0, ss.d + 2 * ss2, ss2 * 4));
-            ok = ok && !memcmp(c0, c1, cs2 * 4) && !memcmp(s0, s1, ss2 * 4);
+            int ok = 1;
+            for (int sq = 0, t = 0; sq < 2; sq++)
+                for (int i = 0; i < len[sq]; i++, t++) {
+                    bpair b1;
+                    int32_t l1 = 1, p1 = pos0[sq] + i, sl1 = slots[sq];
+                    if (bpair_make(g, &b1, 1, &l1, &p1, &sl1, 100)) return -1;
+                    GTRY(g, gpoison(g, o.d, o.n * 4));
+                    GTRY(g, g->gpu->ops->gdn(g->gpu, &b1.g, &pg, cs.d, ss.d, mixed.d + t * conv_dim, z.d + t * vdim,
+                                             br.d + t * m->n_v, ar.d + t * m->n_v, o.d));
+                    GTRY(g, gdown(g, o1, o.d, o.n * 4));
+                    ok = ok && all_finite(o1, (size_t)vdim) && !memcmp(o1, ob + t * vdim, (size_t)vdim * 4);
+                    bpair_free(g, &b1);
+                }
+            GTRY(g, gdown(g, c0, cs.d, cs.n * 4));
+            GTRY(g, gdown(g, s0, ss.d, ss.n * 4));
+            ok = ok && !memcmp(c0, c1, cs.n * 4) && !memcmp(s0, s1, ss.n * 4);
             char sh[64];
             snprintf(sh, sizeof sh, "d %d/%d %s", dk, dv, tiled ? "tiled" : "grouped");
-            gate_row(g, 1, "gdn-inv", m->name, sh, "F32", 1, ok ? 0.0 : 1.0, 0, ok, "T=1 vs row 0 of T=6, memcmp");
+            gate_row(g, 1, longer ? "gdn-scan-inv" : "gdn-inv", m->name, sh, "F32", (long)T, ok ? 0.0 : 1.0, 0, ok,
+                     "each token alone (T=1) vs its row, states: memcmp");
             buf_free(g, &o);
-            bpair_free(g, &b1);
         }
         double e = cmp_dev(g, out.h, out.d, out.n);
         double ec = cmp_dev(g, cs.h, cs.d, cs.n), es = cmp_dev(g, ss.h, ss.d, ss.n);
@@ -1114,12 +1126,15 @@ static int gate_moe(gate *g, const gate_model *m) {
     if (!m->n_expert) return 0;
     /* the shared expert of 35B-A3B is as wide as one routed expert */
     int64_t H = m->H, F = m->n_ff_exp, Fs = m->n_ff_exp, E = m->n_expert, K = m->n_used;
-    static const int64_t Ts[] = {1, 7};
+    /* T = 40 takes the CUDA backend's grouped path (tokens sorted by
+     * expert), with the router logits tilted towards a few experts so that
+     * several tiles of one expert and partial tiles both occur */
+    static const int64_t Ts[] = {1, 7, 40};
     /* {gate/up type, down type}: Q4_K_M files pair Q4_K with Q6_K downs in some layers */
     static const uint32_t mt[][2] = {{MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K},  {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K},
                                      {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0},  {MEMRA_TYPE_MXFP4, MEMRA_TYPE_MXFP4},
                                      {MEMRA_TYPE_IQ4_XS, MEMRA_TYPE_IQ4_XS}, {MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K}};
-    const int64_t Tmax = 7;
+    const int64_t Tmax = 40;
     buf lg, x, w, out;
     if (buf_make(g, &lg, (size_t)(Tmax * E), -4, 4) || buf_make(g, &x, (size_t)(Tmax * H), -1, 1) ||
         buf_make(g, &w, (size_t)(Tmax * K), 0, 0) || buf_make(g, &out, (size_t)(Tmax * H), 0, 0))
@@ -1127,7 +1142,7 @@ static int gate_moe(gate *g, const gate_model *m) {
     int32_t *ids_c = malloc((size_t)(Tmax * K) * 4), *ids_g = malloc((size_t)(Tmax * K) * 4);
     int32_t *dids = galloc(g, (size_t)(Tmax * K) * 4);
     size_t sb = memra_moe_scratch_bytes(F, (int32_t)K, Tmax);
-    size_t sbb = memra_moe_block_scratch_bytes(F, (int32_t)K, Fs, Tmax);
+    size_t sbb = memra_moe_block_scratch_bytes(F, (int32_t)K, Fs, H, (int32_t)E, Tmax);
     if (sbb > sb) sb = sbb;
     void *sc = malloc(sb), *sd = galloc(g, sb);
     if (!ids_c || !ids_g || !dids || !sc || !sd) return -1;
@@ -1143,10 +1158,14 @@ static int gate_moe(gate *g, const gate_model *m) {
         memra_moe_params pg = {&gw.g, &uw.g, &dw.g, (int32_t)E, (int32_t)K, &sgw.g, &suw.g, &sdw.g};
         char note[32] = "";
         if (td != tgu) snprintf(note, sizeof note, "down %s", memra_type_name(td));
-        for (size_t ti = 0; ti < 2; ti++) {
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
             int64_t T = Ts[ti];
+            if (g->quick && T > 7) break;
             /* fresh router logits and activations for every case */
             rnd_fill(g, lg.h, lg.n, -4, 4);
+            if (T >= 16)
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t e = 0; e < 12; e++) lg.h[t * E + 3 * e] += 5.0f;
             rnd_fill(g, x.h, x.n, -1, 1);
             GTRY(g, g->gpu->ops->upload(g->gpu, lg.d, lg.h, lg.n * 4));
             GTRY(g, g->gpu->ops->upload(g->gpu, x.d, x.h, x.n * 4));
@@ -1421,7 +1440,7 @@ static int gate_kernels(int argc, char **argv) {
         if (gate_attention(&g, m)) g.n_fail++;
         if (gate_qk_norm_rope(&g, m)) g.n_fail++;
         if (gate_fused_matmul(&g, m)) g.n_fail++;
-        if (gate_gdn(&g, m, 128, 128)) g.n_fail++;
+        if (gate_gdn(&g, m, 128, 128, 0) || gate_gdn(&g, m, 128, 128, 1)) g.n_fail++;
         if (gate_moe(&g, m)) g.n_fail++;
         gate_matmul(&g, m);
         fflush(stdout);
@@ -1436,7 +1455,8 @@ static int gate_kernels(int argc, char **argv) {
         static const gate_model fixture = {"fixture", 256, 4, 2, 2, 4, 512, 0, 0, 0};
         static const int dkv[][2] = {{32, 32}, {64, 64}, {32, 64}, {64, 32}, {96, 128}, {128, 96}};
         for (size_t i = 0; i < sizeof dkv / sizeof dkv[0]; i++)
-            if (gate_gdn(&g, &fixture, dkv[i][0], dkv[i][1])) g.n_fail++;
+            if (gate_gdn(&g, &fixture, dkv[i][0], dkv[i][1], 0) || gate_gdn(&g, &fixture, dkv[i][0], dkv[i][1], 1))
+                g.n_fail++;
     }
     if (gate_graph(&g)) g.n_fail++;
     if (bench && gate_bench(&g)) g.n_fail++;

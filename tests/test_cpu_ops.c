@@ -474,7 +474,7 @@ static void test_moe_block(void) {
     memra_weight G = weight(MEMRA_TYPE_F32, H, F, E, gw), U = weight(MEMRA_TYPE_F32, H, F, E, uw),
                  D = weight(MEMRA_TYPE_F32, F, H, E, dw), SG = weight(MEMRA_TYPE_F32, H, FS, 1, sgw),
                  SU = weight(MEMRA_TYPE_F32, H, FS, 1, suw), SD = weight(MEMRA_TYPE_F32, FS, H, 1, sdw);
-    void *sc = malloc(memra_moe_scratch_bytes(F, K, T)), *sb = malloc(memra_moe_block_scratch_bytes(F, K, FS, T));
+    void *sc = malloc(memra_moe_scratch_bytes(F, K, T)), *sb = malloc(memra_moe_block_scratch_bytes(F, K, FS, H, E, T));
     for (int shared = 0; shared < 2; shared++) {
         memra_moe_params p = {&G, &U, &D, E, K, shared ? &SG : NULL, shared ? &SU : NULL, shared ? &SD : NULL};
         memcpy(xr, x0, sizeof xr);

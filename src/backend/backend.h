@@ -277,9 +277,16 @@ static inline size_t memra_moe_scratch_bytes(int64_t n_ff_exp, int32_t n_used, i
     return (size_t)(3 * n_ff_exp) * (size_t)n_used * (size_t)T * sizeof(float);
 }
 
-/* Scratch the moe_block op needs: [T][n_ff_shexp + n_used * n_ff_exp] floats. */
-static inline size_t memra_moe_block_scratch_bytes(int64_t n_ff_exp, int32_t n_used, int64_t n_ff_shexp, int64_t T) {
-    return (size_t)(n_ff_shexp + (int64_t)n_used * n_ff_exp) * (size_t)T * sizeof(float);
+/* Scratch the moe_block op needs: act [T][n_ff_shexp + n_used * n_ff_exp]
+ * floats, then room for a backend's token grouping at large T (CUDA:
+ * per-slot down products [T][n_used + 1][n_embd] floats and the expert
+ * sort, less than 4 (T (n_used + 1) + n_expert + 2) ints). */
+static inline size_t memra_moe_block_scratch_bytes(int64_t n_ff_exp, int32_t n_used, int64_t n_ff_shexp,
+                                                   int64_t n_embd, int32_t n_expert, int64_t T) {
+    size_t act = (size_t)(n_ff_shexp + (int64_t)n_used * n_ff_exp) * (size_t)T;
+    size_t dd = (size_t)T * (size_t)(n_used + 1) * (size_t)n_embd;
+    size_t sort = 4 * ((size_t)T * (size_t)(n_used + 1) + (size_t)n_expert + 2);
+    return (act + dd + sort) * sizeof(float);
 }
 
 /* Backend constructors. n_threads <= 0: all CPUs. */

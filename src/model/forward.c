@@ -118,22 +118,22 @@ static memra_status swiglu_mlp(fw *f, int il, const memra_weight *gate, const me
     return MEMRA_OK;
 }
 
-/* Batches below this size run a MoE layer as the fused moe_block op (decode:
- * latency bound, two launches after the router); larger ones keep the
- * separate ops, whose shared expert matmuls use the prefill GEMM. */
-#define MOE_BLOCK_MAX_T 16
-
-/* moe_block's requirements: one type for the gate/up weights, one for the
- * down weights, and its scratch within the state's moe_scratch. */
+/* A MoE layer runs as the fused moe_block op at every batch size (decode:
+ * two launches after the router; large batches: the CUDA backend groups
+ * the tokens by expert so that each expert's rows are read once per group,
+ * not once per token) when it fits: one type for the gate/up weights, one
+ * for the down weights, and its scratch within the state's moe_scratch.
+ * Otherwise the separate ops (moe_route, moe_ffn, the shared expert's
+ * matmuls). */
 static int moe_block_fits(const fw *f, const memra_layer *L) {
     const memra_model_config *c = f->c;
     uint32_t tgu = L->gate_exps->type, td = L->down_exps->type;
-    if (f->T >= MOE_BLOCK_MAX_T || L->up_exps->type != tgu) return 0;
+    if (L->up_exps->type != tgu) return 0;
     if (L->shexp_gate && (L->shexp_gate->type != tgu || L->shexp_up->type != tgu || L->shexp_down->type != td))
         return 0;
     int64_t fs = L->shexp_gate ? L->shexp_gate->ne[1] : 0;
-    return memra_moe_block_scratch_bytes(c->n_ff_exp, c->n_expert_used, fs, f->T) <=
-           memra_moe_scratch_bytes(c->n_ff_exp, c->n_expert_used, f->T);
+    return memra_moe_block_scratch_bytes(c->n_ff_exp, c->n_expert_used, fs, c->n_embd, c->n_expert, f->T) <=
+           memra_state_moe_scratch_bytes(c, f->st->max_tokens);
 }
 
 /* MoE (spec §6.2): softmax over all experts, top-k, renormalise; plus the

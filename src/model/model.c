@@ -206,9 +206,7 @@ memra_status memra_state_init(const memra_model *m, int32_t n_slots, int32_t n_c
     if (s == MEMRA_OK && c->is_moe) {
         s = alloc_floats(be, T, (size_t)c->n_expert_used, 1, (float **)&st->ids);
         if (s == MEMRA_OK) s = alloc_floats(be, T, (size_t)c->n_expert_used, 1, &st->route_w);
-        if (s == MEMRA_OK)
-            s = be->ops->alloc(be, memra_moe_scratch_bytes(c->n_ff_exp, c->n_expert_used, max_tokens),
-                               &st->moe_scratch);
+        if (s == MEMRA_OK) s = be->ops->alloc(be, memra_state_moe_scratch_bytes(c, max_tokens), &st->moe_scratch);
     }
     if (s != MEMRA_OK) {
         memra_state_free(m, st);

@@ -143,6 +143,14 @@ memra_status memra_state_init(const memra_model *m, int32_t n_slots, int32_t n_c
                               int32_t max_seqs, memra_state **out, memra_error *err);
 void memra_state_free(const memra_model *m, memra_state *st);
 
+/* The bytes of moe_scratch for batches of up to T tokens: what moe_ffn and
+ * moe_block (with the model's shared expert width) need at most. */
+static inline size_t memra_state_moe_scratch_bytes(const memra_model_config *c, int64_t T) {
+    size_t a = memra_moe_scratch_bytes(c->n_ff_exp, c->n_expert_used, T);
+    size_t b = memra_moe_block_scratch_bytes(c->n_ff_exp, c->n_expert_used, c->n_ff_shexp, c->n_embd, c->n_expert, T);
+    return a > b ? a : b;
+}
+
 /* Frees the state's decode graphs (they hold the addresses of the weights,
  * the state and the batch: call it before any of those move, e.g. after
  * memra_model_dequantize_f32 on a model whose state already ran). */

@@ -43,7 +43,10 @@ typedef struct cuda_impl {
      * of freeing it; the retired buffers go when the last graph does. */
     int n_graphs;     /* graphs made by graph_end and not yet freed */
     int ws_in_graph;  /* the current ws may be referenced by a live graph */
-    void **retired;   /* [n_retired] older workspaces */
+    void *xs;         /* second workspace: mmvg.cuh's staged activations (beside ws, which may hold its x) */
+    size_t xs_bytes;
+    int xs_in_graph;
+    void **retired;   /* [n_retired] older workspaces (both kinds) */
     int n_retired;
     float *tc_scale;     /* gemm.cu: per-token activation scales of a prefill matmul [tc_scale_n] */
     unsigned *gdn_cnt;   /* gdn.cu: arrival counters [GDN_CNT_WORDS], zero between launches */
@@ -64,6 +67,7 @@ memra_status cuda_check(memra_backend *be, cudaError_t e, const char *what);
 
 /* Grows the workspace to at least `bytes` (never while capturing). */
 memra_status cuda_ws_reserve(memra_backend *be, size_t bytes);
+memra_status cuda_xs_reserve(memra_backend *be, size_t bytes); /* the same for xs */
 
 #define CUDA_INVALID(be, ...) cuda_fail((be), MEMRA_ERR_INVALID, __VA_ARGS__)
 

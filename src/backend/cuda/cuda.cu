@@ -27,37 +27,49 @@ memra_status cuda_check(memra_backend *be, cudaError_t e, const char *what) {
     return cuda_fail(be, MEMRA_ERR_DEVICE, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-memra_status cuda_ws_reserve(memra_backend *be, size_t bytes) {
+/* Grows one of the workspaces (ws, or xs) to at least bytes; contents are
+ * not kept. */
+static memra_status ws_grow(memra_backend *be, void **ws, size_t *ws_bytes, int *ws_in_graph, size_t bytes) {
     cuda_impl *c = cuda_of(be);
-    if (bytes <= c->ws_bytes) return MEMRA_OK;
+    if (bytes <= *ws_bytes) return MEMRA_OK;
     if (c->capturing)
         return cuda_fail(be, MEMRA_ERR_INVALID,
                          "workspace: %zu bytes needed while capturing a graph (have %zu); run the same step "
                          "once uncaptured before capturing it",
-                         bytes, c->ws_bytes);
+                         bytes, *ws_bytes);
     /* round up to 16 MiB so that growing steps do not reallocate every call */
     size_t want = (bytes + (16u << 20) - 1) & ~(size_t)((16u << 20) - 1);
     memra_status st = cuda_check(be, cudaStreamSynchronize(c->stream), "workspace: sync");
     if (st) return st;
-    if (c->ws && c->ws_in_graph && c->n_graphs > 0) {
+    if (*ws && *ws_in_graph && c->n_graphs > 0) {
         /* a live graph replays with this address: keep it until the graphs go */
         void **r = (void **)realloc(c->retired, (size_t)(c->n_retired + 1) * sizeof *r);
         if (!r) return cuda_fail(be, MEMRA_ERR_NOMEM, "workspace: out of host memory");
         c->retired = r;
-        c->retired[c->n_retired++] = c->ws;
-    } else if (c->ws) {
-        cudaFree(c->ws);
+        c->retired[c->n_retired++] = *ws;
+    } else if (*ws) {
+        cudaFree(*ws);
     }
-    c->ws = NULL;
-    c->ws_bytes = 0;
-    c->ws_in_graph = 0;
-    cudaError_t e = cudaMalloc(&c->ws, want);
+    *ws = NULL;
+    *ws_bytes = 0;
+    *ws_in_graph = 0;
+    cudaError_t e = cudaMalloc(ws, want);
     if (e != cudaSuccess) {
-        c->ws = NULL;
+        *ws = NULL;
         return cuda_fail(be, MEMRA_ERR_NOMEM, "workspace: cudaMalloc(%zu): %s", want, cudaGetErrorString(e));
     }
-    c->ws_bytes = want;
+    *ws_bytes = want;
     return MEMRA_OK;
+}
+
+memra_status cuda_ws_reserve(memra_backend *be, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    return ws_grow(be, &c->ws, &c->ws_bytes, &c->ws_in_graph, bytes);
+}
+
+memra_status cuda_xs_reserve(memra_backend *be, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    return ws_grow(be, &c->xs, &c->xs_bytes, &c->xs_in_graph, bytes);
 }
 
 /* Frees the retired workspaces (no graph can replay with them any more). */
@@ -207,6 +219,7 @@ static memra_status c_graph_end(memra_backend *be, memra_graph **out) {
     *out = mg;
     c->n_graphs++;
     if (c->ws) c->ws_in_graph = 1;
+    if (c->xs) c->xs_in_graph = 1;
     return MEMRA_OK;
 }
 
@@ -224,6 +237,7 @@ static void c_graph_free(memra_backend *be, memra_graph *g) {
     if (c->n_graphs > 0 && --c->n_graphs == 0) {
         ws_free_retired(c);
         c->ws_in_graph = 0;
+        c->xs_in_graph = 0;
     }
 }
 
@@ -241,6 +255,7 @@ static void c_destroy(memra_backend *be) {
         cudaStreamSynchronize(c->stream);
         ws_free_retired(c);
         if (c->ws) cudaFree(c->ws);
+        if (c->xs) cudaFree(c->xs);
         if (c->tc_scale) cudaFree(c->tc_scale);
         if (c->gdn_cnt) cudaFree(c->gdn_cnt);
         cudaStreamDestroy(c->stream);

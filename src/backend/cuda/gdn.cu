@@ -264,6 +264,264 @@ static gdn_fn gdn_pick(int dk, int dv) {
     }
 }
 
+/* ---- prefill: the same arithmetic in three kernels (T >= GDN_SCAN_MIN_T) ----
+ *
+ * k_gdn walks a sequence's tokens with four block barriers and the q/k
+ * preparation on every step's critical path: ~2.5 us a token, 28% of a
+ * 35B-A3B prefill. Only the state update is sequential, and its columns are
+ * independent, so prefill splits the kernel:
+ *  - k_gdn_prep (every token at once): the causal conv + SiLU of every
+ *    channel (window from the earlier tokens' raw inputs or the conv
+ *    state), q and k L2-normalised, beta and exp(g): each value by the
+ *    operations of k_gdn in the same order (the norms' warp sums and their
+ *    pairwise sum over the warps included), into the workspace.
+ *  - k_gdn_scan: a warp owns GDN_SCAN_CPW state columns of one v-head for
+ *    the whole sequence (lanes: KR key rows each, k_gdn's layout) and steps
+ *    through the tokens with no barrier: r *= exp(g), kv = warp_sum(r . k),
+ *    r += k beta (v - kv), o = warp_sum(r . q): k_gdn's per-column
+ *    operations; the inputs of the next GDN_SCAN_AHEAD tokens are in
+ *    flight while a token is computed. Writes raw o and the final state.
+ *  - k_gdn_finish: each (token, v-head)'s GDN_NS split sums of o^2 (a warp
+ *    sum over the split's columns, as k_gdn's blocks make them), added in
+ *    split order, and the gated RMSNorm; extra blocks write each
+ *    sequence's new conv state.
+ * So a token's output and the states are bit-identical to the token-at-a-
+ * time kernel (gate kernels: gdn-scan, memcmp against T = 1 steps). */
+
+#define GDN_SCAN_MIN_T 16
+#define GDN_SCAN_CPW 4 /* state columns per warp */
+#define GDN_SCAN_AHEAD 4 /* tokens whose inputs a warp has in flight */
+
+typedef struct gdn_scan_args {
+    const int32_t *seq_start, *slot, *tok_seq; /* the batch's device arrays */
+    const float *mixed, *conv_w, *z, *braw, *araw, *dt_bias, *a, *norm;
+    float *conv_state, *ssm_state, *out;
+    float *qn, *kn, *v, *beta, *eg; /* workspace: [T][n_k][DK] twice, [T][n_v][DV], [T][n_v] twice */
+    int64_t conv_dim;
+    int32_t n_k, n_v, kv_tiled, dc, n_seqs;
+    float eps, l2_eps;
+} gdn_scan_args;
+
+/* silu(conv) of channel ch at token t of the sequence starting at t0:
+ * gdn_ch_step's operations on the window the token-at-a-time kernel holds. */
+__device__ __forceinline__ float gdn_conv_at(const gdn_scan_args &a, int64_t ch, int t, int t0, int64_t slot) {
+    const int dc = a.dc;
+    const float *w = a.conv_w + ch * dc;
+    const float *st = a.conv_state + (slot * a.conv_dim + ch) * (dc - 1);
+    float acc = 0.0f;
+    for (int k = 0; k < dc - 1; k++) {
+        const int p = t - (dc - 1) + k;
+        const float x = p >= t0 ? a.mixed[(int64_t)p * a.conv_dim + ch] : st[p - t0 + dc - 1];
+        acc = fmaf(w[k], x, acc);
+    }
+    acc = fmaf(w[dc - 1], a.mixed[(int64_t)t * a.conv_dim + ch], acc);
+    return silu_f(acc);
+}
+
+/* Launch contract: grid (T, n_k + n_v), block max(2 DK, DV) (multiple of
+ * 32). Block (t, y < n_k): q and k of key head y; (t, n_k + h): v of head h,
+ * beta and exp(g). */
+template <int DK, int DV>
+__global__ void __launch_bounds__(256) k_gdn_prep(gdn_scan_args a) {
+    constexpr int KR = DK / 32;
+    __shared__ float red[8];
+    pdl_start();
+    const int t = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int s = a.tok_seq[t], t0 = a.seq_start[s];
+    const int64_t slot = a.slot[s], key_dim = (int64_t)a.n_k * DK;
+    if ((int)blockIdx.y < a.n_k) {
+        const int kh = blockIdx.y;
+        float x = 0.0f;
+        const int64_t ch = tid < DK ? (int64_t)kh * DK + tid : key_dim + (int64_t)kh * DK + tid - DK;
+        if (tid < 2 * DK) x = gdn_conv_at(a, ch, t, t0, slot);
+        const float ss = warp_sum(x * x);
+        if (lane == 0) red[w] = ss;
+        __syncthreads();
+        const float qscale = 1.0f / sqrtf((float)DK);
+        if (tid < DK)
+            a.qn[((int64_t)t * a.n_k + kh) * DK + tid] = x / sqrtf(gdn_sum_warps<KR>(red) + a.l2_eps) * qscale;
+        else if (tid < 2 * DK)
+            a.kn[((int64_t)t * a.n_k + kh) * DK + tid - DK] = x / sqrtf(gdn_sum_warps<KR>(red + KR) + a.l2_eps);
+        return;
+    }
+    const int h = blockIdx.y - a.n_k;
+    if (tid < DV) a.v[((int64_t)t * a.n_v + h) * DV + tid] = gdn_conv_at(a, 2 * key_dim + (int64_t)h * DV + tid, t, t0, slot);
+    if (tid == 0) {
+        const int64_t i = (int64_t)t * a.n_v + h;
+        a.beta[i] = sigmoid_f(a.braw[i]);
+        const float g = a.a[h] * softplus_f(a.araw[i] + a.dt_bias[h]);
+        a.eg[i] = expf(g);
+    }
+}
+
+/* Launch contract: grid (n_v DV / (4 GDN_SCAN_CPW), n_seqs), block 128; DV
+ * % (4 GDN_SCAN_CPW) == 0; ssm_state 16-byte aligned. Warp w of block x
+ * owns columns GDN_SCAN_CPW (4 x + w) + 0.. of the flattened (head, column)
+ * range of sequence blockIdx.y. */
+template <int DK, int DV>
+__global__ void __launch_bounds__(128) k_gdn_scan(gdn_scan_args a) {
+    constexpr int KR = DK / 32, CPW = GDN_SCAN_CPW;
+    pdl_start();
+    const int lane = threadIdx.x & 31, s = blockIdx.y;
+    const int64_t c0 = ((int64_t)blockIdx.x * 4 + (threadIdx.x >> 5)) * CPW;
+    const int h = (int)(c0 / DV), j0 = (int)(c0 % DV);
+    const int kh = a.kv_tiled ? h % a.n_k : h / (a.n_v / a.n_k);
+    const int64_t slot = a.slot[s];
+    float *S = a.ssm_state + ((slot * a.n_v + h) * DV + j0) * DK;
+    float st[CPW][KR];
+#pragma unroll
+    for (int jj = 0; jj < CPW; jj++) gdn_load<KR>(S + (int64_t)jj * DK + KR * lane, st[jj]);
+    const int t0 = a.seq_start[s], t1 = a.seq_start[s + 1];
+    const int64_t vdim = (int64_t)a.n_v * DV;
+    /* the inputs of token t: k, q (this lane's rows), beta, exp(g), v of the warp's columns */
+    struct in_t {
+        float k[KR], q[KR], b, e, v[CPW];
+    };
+    auto load = [&](int t, in_t &x) {
+        gdn_load<KR>(a.kn + ((int64_t)t * a.n_k + kh) * DK + KR * lane, x.k);
+        gdn_load<KR>(a.qn + ((int64_t)t * a.n_k + kh) * DK + KR * lane, x.q);
+        const int64_t i = (int64_t)t * a.n_v + h;
+        x.b = a.beta[i], x.e = a.eg[i];
+#pragma unroll
+        for (int jj = 0; jj < CPW; jj++) x.v[jj] = a.v[i * DV + j0 + jj];
+    };
+    /* a queue of GDN_SCAN_AHEAD tokens' inputs in flight (an L2 round trip
+     * is several tokens' compute): slot i holds token t + i, refilled with
+     * token t + i + AHEAD as soon as it is taken */
+    in_t q[GDN_SCAN_AHEAD];
+#pragma unroll
+    for (int i = 0; i < GDN_SCAN_AHEAD; i++)
+        if (t0 + i < t1) load(t0 + i, q[i]);
+    for (int tb = t0; tb < t1; tb += GDN_SCAN_AHEAD) {
+#pragma unroll
+        for (int i = 0; i < GDN_SCAN_AHEAD; i++) {
+            const int t = tb + i;
+            if (t >= t1) break;
+            const in_t cur = q[i];
+            if (t + GDN_SCAN_AHEAD < t1) load(t + GDN_SCAN_AHEAD, q[i]);
+            float o[CPW];
+#pragma unroll
+            for (int jj = 0; jj < CPW; jj++) {
+                float *r = st[jj];
+#pragma unroll
+                for (int k = 0; k < KR; k++) r[k] *= cur.e;
+                const float kv = warp_sum(gdn_dot<KR>(r, cur.k));
+                const float d = cur.b * (cur.v[jj] - kv);
+#pragma unroll
+                for (int k = 0; k < KR; k++) r[k] = fmaf(cur.k[k], d, r[k]);
+                o[jj] = warp_sum(gdn_dot<KR>(r, cur.q));
+            }
+            if (lane < CPW) {
+                float ov = o[0];
+#pragma unroll
+                for (int jj = 1; jj < CPW; jj++) ov = lane == jj ? o[jj] : ov;
+                a.out[(int64_t)t * vdim + (int64_t)h * DV + j0 + lane] = ov;
+            }
+        }
+    }
+#pragma unroll
+    for (int jj = 0; jj < CPW; jj++) gdn_store<KR>(S + (int64_t)jj * DK + KR * lane, st[jj]);
+}
+
+/* Launch contract: grid (T + n_seqs ceil(conv_dim / 128), n_v), block 32
+ * GDN_NS = 128. Block (t < T, h): the gated RMSNorm of token t's head h
+ * (warp sp sums the squares of columns sp CB .. sp CB + CB - 1, CB = DV /
+ * GDN_NS). Blocks x >= T (y = 0 only): the conv state of sequence (x - T)
+ * / ceil(conv_dim / 128), 128 channels each: the last dc - 1 raw inputs
+ * (from the old state where the sequence is shorter). */
+template <int DV>
+__global__ void __launch_bounds__(32 * GDN_NS) k_gdn_finish(gdn_scan_args a, int32_t T) {
+    constexpr int CB = DV / GDN_NS;
+    __shared__ float red[GDN_NS];
+    pdl_start();
+    const int tid = threadIdx.x, lane = tid & 31, sp = tid >> 5;
+    if ((int)blockIdx.x >= T) {
+        if (blockIdx.y != 0) return;
+        const int nb = (int)((a.conv_dim + 127) / 128), x = (int)blockIdx.x - T, s = x / nb;
+        const int64_t ch = (int64_t)(x % nb) * 128 + tid;
+        if (ch >= a.conv_dim) return;
+        const int t0 = a.seq_start[s], t1 = a.seq_start[s + 1], dc = a.dc;
+        float *st = a.conv_state + ((int64_t)a.slot[s] * a.conv_dim + ch) * (dc - 1);
+        for (int k = 0; k < dc - 1; k++) { /* reads old entries k + n > k only: in place, ascending */
+            const int p = t1 - (dc - 1) + k;
+            st[k] = p >= t0 ? a.mixed[(int64_t)p * a.conv_dim + ch] : st[k + (t1 - t0)];
+        }
+        return;
+    }
+    const int64_t t = blockIdx.x, h = blockIdx.y;
+    const int j = sp * CB + lane;
+    const int64_t idx = t * a.n_v * DV + h * DV + j;
+    const float o = lane < CB ? a.out[idx] : 0.0f;
+    const float p = warp_sum(o * o);
+    if (lane == 0) red[sp] = p;
+    __syncthreads();
+    float tot = red[0];
+#pragma unroll
+    for (int k = 1; k < GDN_NS; k++) tot += red[k];
+    if (lane < CB) a.out[idx] = o / sqrtf(tot / (float)DV + a.eps) * a.norm[j] * silu_f(a.z[idx]);
+}
+
+typedef void (*gdn_scan_fn)(gdn_scan_args);
+typedef void (*gdn_finish_fn)(gdn_scan_args, int32_t);
+typedef struct gdn_scan_kernels {
+    gdn_scan_fn prep, scan;
+    gdn_finish_fn finish;
+} gdn_scan_kernels;
+
+template <int DK> static gdn_scan_kernels gdn_scan_pick_dv(int dv) {
+    switch (dv) {
+    case 32: return {k_gdn_prep<DK, 32>, k_gdn_scan<DK, 32>, k_gdn_finish<32>};
+    case 64: return {k_gdn_prep<DK, 64>, k_gdn_scan<DK, 64>, k_gdn_finish<64>};
+    case 96: return {k_gdn_prep<DK, 96>, k_gdn_scan<DK, 96>, k_gdn_finish<96>};
+    case 128: return {k_gdn_prep<DK, 128>, k_gdn_scan<DK, 128>, k_gdn_finish<128>};
+    default: return {NULL, NULL, NULL};
+    }
+}
+
+static gdn_scan_kernels gdn_scan_pick(int dk, int dv) {
+    switch (dk) {
+    case 32: return gdn_scan_pick_dv<32>(dv);
+    case 64: return gdn_scan_pick_dv<64>(dv);
+    case 96: return gdn_scan_pick_dv<96>(dv);
+    case 128: return gdn_scan_pick_dv<128>(dv);
+    default: return {NULL, NULL, NULL};
+    }
+}
+
+/* The three launches of a prefill batch; cuda_op_gdn has checked the
+ * parameters. */
+static memra_status gdn_scan_run(memra_backend *be, const memra_batch *b, const memra_gdn_params *p,
+                                 float *conv_state, float *ssm_state, const float *mixed, const float *z,
+                                 const float *braw, const float *araw, float *out, int64_t conv_dim) {
+    const int64_t T = b->n_tokens;
+    const gdn_scan_kernels k = gdn_scan_pick(p->d_k, p->d_v);
+    const size_t nq = (size_t)T * (size_t)p->n_k * (size_t)p->d_k, nv = (size_t)T * (size_t)p->n_v * (size_t)p->d_v,
+                 ng = (size_t)T * (size_t)p->n_v;
+    memra_status st = cuda_ws_reserve(be, (2 * nq + nv + 2 * ng) * sizeof(float));
+    if (st) return st;
+    cuda_impl *c = cuda_of(be);
+    gdn_scan_args a;
+    a.seq_start = b->d_seq_start, a.slot = b->d_slot, a.tok_seq = b->d_tok_seq;
+    a.mixed = mixed, a.conv_w = (const float *)p->conv1d->data, a.z = z, a.braw = braw, a.araw = araw;
+    a.dt_bias = (const float *)p->dt_bias->data, a.a = (const float *)p->a->data;
+    a.norm = (const float *)p->norm->data;
+    a.conv_state = conv_state, a.ssm_state = ssm_state, a.out = out;
+    a.qn = (float *)c->ws, a.kn = a.qn + nq, a.v = a.kn + nq, a.beta = a.v + nv, a.eg = a.beta + ng;
+    a.conv_dim = conv_dim;
+    a.n_k = p->n_k, a.n_v = p->n_v, a.kv_tiled = p->kv_tiled, a.dc = p->d_conv, a.n_seqs = b->n_seqs;
+    a.eps = p->eps, a.l2_eps = p->l2_eps;
+    const int pt = 2 * p->d_k > p->d_v ? 2 * p->d_k : p->d_v;
+    cuda_launch(k.prep, dim3((unsigned)T, (unsigned)(p->n_k + p->n_v)), (unsigned)pt, 0, c->stream, a);
+    if ((st = CUDA_LAUNCHED(be, "gdn: prep"))) return st;
+    cuda_launch(k.scan, dim3((unsigned)((int64_t)p->n_v * p->d_v / (4 * GDN_SCAN_CPW)), (unsigned)b->n_seqs), 128, 0,
+                c->stream, a);
+    if ((st = CUDA_LAUNCHED(be, "gdn: scan"))) return st;
+    const int64_t nb = (conv_dim + 127) / 128;
+    cuda_launch(k.finish, dim3((unsigned)(T + (int64_t)b->n_seqs * nb), (unsigned)p->n_v), 32 * GDN_NS, 0,
+                c->stream, a, (int32_t)T);
+    return CUDA_LAUNCHED(be, "gdn: finish");
+}
+
 memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gdn_params *p, float *conv_state,
                          float *ssm_state, const float *mixed, const float *z, const float *braw, const float *araw,
                          float *out) {
@@ -286,6 +544,8 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
             return CUDA_INVALID(be, "gdn: dt_bias/a/norm must be loaded F32 vectors");
     if (!cuda_aligned16(ssm_state)) return CUDA_INVALID(be, "gdn: ssm_state not 16-byte aligned");
     if (T <= 0 || b->n_seqs <= 0) return MEMRA_OK;
+    if (T >= GDN_SCAN_MIN_T && (int64_t)p->n_v * p->d_v % (4 * GDN_SCAN_CPW) == 0 && 2 * p->d_k <= 256)
+        return gdn_scan_run(be, b, p, conv_state, ssm_state, mixed, z, braw, araw, out, conv_dim);
     memra_status st = cuda_ws_reserve(be, (size_t)T * (size_t)p->n_v * GDN_NS * sizeof(float));
     if (st) return st;
     cuda_impl *c = cuda_of(be);

@@ -13,16 +13,19 @@
  * sends both to k_matvec_multi too, MEMRA_MMV6=0 only the Q6_K rows: fallback
  * switches on the device, no rebuild needed.
  *
- * Prefill (T >= MM_TC_MIN_T) goes to the tensor-core GEMM (gemm.cu,
- * cuda_gemm_tc). Known gap: a row computed with T >= 16 differs from the
- * same row computed with T < 16 in the last bits; `memra gate kernels`
- * checks each path's invariance separately. */
+ * Prefill (T >= MM_TC_MIN_T): the Q4_K and Q6_K rows that the matvecs take
+ * go to mmvg.cuh (their arithmetic for many tokens: the same bits as
+ * T < 16; MEMRA_MMVG=0 turns it off), the other types the tensor-core GEMM (gemm.cu,
+ * cuda_gemm_tc). Known gap for those: a row computed with T >= 16 differs
+ * from the same row computed with T < 16 in the last bits; `memra gate
+ * kernels` checks each path's invariance separately. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/mmv.cuh"
 #include "backend/cuda/mmv6.cuh"
+#include "backend/cuda/mmvg.cuh"
 #include "backend/cuda/ops.cuh"
 
 #define MM_TC_MIN_T 16
@@ -78,15 +81,35 @@ static int mmv_use(uint32_t type, int64_t in) {
     return env_on("MEMRA_MMV", &on) && mmv_type_ok(type, in);
 }
 
+/* Whether a T >= 16 matmul takes mmvg.cuh (the Q4_K matvec's arithmetic
+ * for many tokens: the same bits as T < 16) instead of the GEMM;
+ * MEMRA_MMVG=0 sends it to the GEMM. */
 static int mmv6_use(uint32_t type, int64_t in) {
     static int on = -1, on6 = -1;
     return env_on("MEMRA_MMV", &on) && env_on("MEMRA_MMV6", &on6) && mmv6_type_ok(type, in);
+}
+
+/* The tensor-core matvec path of a T >= 16 matmul: 1 = mmvg.cuh's Q4_K
+ * kernel, 3 = its Q6_K kernel (each the arithmetic of the T < 16 matvec for
+ * many tokens: the same bits), 0 = the GEMM. MEMRA_MMVG=0 sends both to
+ * the GEMM. */
+static int mmvg_path(uint32_t type, int64_t in) {
+    static int on = -1;
+    if (!env_on("MEMRA_MMVG", &on)) return 0;
+    return mmv_use(type, in) ? 1 : mmv6_use(type, in) ? 3 : 0;
 }
 
 /* A tensor-core matvec launch (path 1: mmv.cuh, Q4_K; path 3: mmv6.cuh,
  * Q6_K) of the n weights in a, with the input norm when given. */
 static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm) {
     if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
+    if (a->T >= MM_TC_MIN_T) {
+        const size_t wb = path == 3 ? mmvg_ws_bytes<MEMRA_TYPE_Q6_K>(a->T, a->in) : mmvg_ws_bytes<MEMRA_TYPE_Q4_K>(a->T, a->in);
+        memra_status st = cuda_xs_reserve(be, wb);
+        if (st) return st;
+        mmvg_launch(*a, n, path, cuda_of(be)->xs, cuda_of(be)->stream);
+        return CUDA_LAUNCHED(be, "matmul: mmvg");
+    }
     if (path == 3) {
         mmv6_launch(*a, n, cuda_of(be)->stream);
         return CUDA_LAUNCHED(be, "matmul: mmv6");
@@ -102,7 +125,7 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     if (st || T == 0) return st;
     int64_t in = w->ne[0], n_out = w->ne[1];
     size_t rb = w->row_bytes;
-    if (T >= MM_TC_MIN_T) return cuda_gemm_tc(be, w, x, y, T, accumulate);
+    if (T >= MM_TC_MIN_T && !mmvg_path(w->type, in)) return cuda_gemm_tc(be, w, x, y, T, accumulate);
     if (mmv_use(w->type, in) || mmv6_use(w->type, in)) {
         mmv_args a = {};
         a.x = x;
@@ -165,9 +188,12 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
                               (long long)w[i]->ne[0]);
         if (st) return st;
         /* 1: tensor-core matvec (Q4_K), 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul alone */
-        fused[i] = T > 0 && T < MM_TC_MIN_T && w[i]->ne[0] == w[0]->ne[0]
-                       ? (mmv_use(w[i]->type, w[i]->ne[0]) ? 1 : mmv6_use(w[i]->type, w[i]->ne[0]) ? 3 : 2)
-                       : 0;
+        if (T >= MM_TC_MIN_T) /* mmvg (path 1, 3) or the GEMM alone */
+            fused[i] = w[i]->ne[0] == w[0]->ne[0] ? mmvg_path(w[i]->type, w[i]->ne[0]) : 0;
+        else
+            fused[i] = T > 0 && w[i]->ne[0] == w[0]->ne[0]
+                           ? (mmv_use(w[i]->type, w[i]->ne[0]) ? 1 : mmv6_use(w[i]->type, w[i]->ne[0]) ? 3 : 2)
+                           : 0;
     }
     memra_status nst = norm_check(be, norm, w[0]->ne[0]);
     if (nst || T == 0) return nst;
@@ -229,7 +255,7 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
     size_t part = ws_rows_bytes(T, n);
-    if (T < MM_TC_MIN_T && gate->type == up->type && mmv_use(gate->type, in)) {
+    if (gate->type == up->type && (T < MM_TC_MIN_T ? mmv_use(gate->type, in) : mmvg_path(gate->type, in) == 1)) {
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;

@@ -186,11 +186,12 @@ __device__ __forceinline__ void mmv_cp_wait(void) {
  * of a sub-block in a fixed tree; fadd commutes, so every lane of the
  * sub-block holds the same bits. sinv[g] receives 1 / s of token
  * 4 g + (lane & 3), whose C columns the lane holds in the MMAs (0 where the
- * token is >= T). */
+ * token is >= T). Token t's x row starts at x + t in, or at x + xo[t] when
+ * xo is given (moe.cu's token groups gather their rows). */
 template <int NG>
 __device__ __forceinline__ void mmv_stage(const float *__restrict__ x, int64_t in, int T, int sb, int lane,
                                           uint32_t *stg, float *sinv, const float *xsh, const float *__restrict__ nw,
-                                          const float *ninv) {
+                                          const float *ninv, const int64_t *xo = nullptr) {
     const int tig = lane >> 3, jhi = (lane >> 2) & 1, mq = lane & 3;
     __syncwarp(); /* the previous super-block's fragments are read */
 #pragma unroll
@@ -203,7 +204,7 @@ __device__ __forceinline__ void mmv_stage(const float *__restrict__ x, int64_t i
             u0 = *(const float4 *)(xsh + 256 * t + 8 * lane);
             u1 = *(const float4 *)(xsh + 256 * t + 8 * lane + 4);
         } else {
-            const float4 *p = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
+            const float4 *p = (const float4 *)(x + (xo ? xo[t] : (int64_t)t * in) + (int64_t)sb * 256 + 8 * lane);
             u0 = __ldg(p), u1 = __ldg(p + 1);
         }
         float v[8], mx;

@@ -98,18 +98,18 @@ __device__ __forceinline__ void mmv6_load(mmv6_raw &w, const uint8_t *b, int tig
 
 /* B rows of super-block sb for tokens 0..T-1 into the warp's staging area:
  * lane L converts elements 8 L .. 8 L + 7 of each token; sinv[g] receives
- * 1 / s of token 4 g + (lane & 3) (0 past T). */
+ * 1 / s of token 4 g + (lane & 3) (0 past T). xo: as mmv_stage's. */
 template <int NG>
 __device__ __forceinline__ void mmv6_stage(const float *__restrict__ x, int64_t in, int T, int sb, int lane,
                                            const float *__restrict__ nw, const float *ninv, __half *stg,
-                                           float *sinv) {
+                                           float *sinv, const int64_t *xo = nullptr) {
     __syncwarp(); /* the previous super-block's B reads are done */
 #pragma unroll
     for (int g = 0; g < NG; g++) sinv[g] = 0.0f;
 #pragma unroll
     for (int t = 0; t < 4 * NG; t++) {
         if (t >= T) break;
-        const float4 *p = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
+        const float4 *p = (const float4 *)(x + (xo ? xo[t] : (int64_t)t * in) + (int64_t)sb * 256 + 8 * lane);
         const float4 u0 = __ldg(p), u1 = __ldg(p + 1);
         float v[8], mx;
         mv_stage_x8(u0, u1, nw ? nw + (int64_t)sb * 256 : nullptr, nw ? ninv[t] : 1.0f, lane, v, &mx);

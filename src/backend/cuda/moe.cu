@@ -580,6 +580,394 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
     }
 }
 
+/* ---- the grouped path (T >= MOE_GRP_MIN_T: prefill, large batches) ----
+ *
+ * Per token, k_moe_tc_gu and k_moe_tc_down read every selected expert's
+ * rows again: at T = 512 a layer's ~450 MB of expert weights are read
+ * ~16 times over (35B-A3B prefill was ~75% MoE this way). Here the tokens
+ * are grouped by expert first, and a block multiplies W 16-row tiles of
+ * one expert with up to MOE_GRP_G of its tokens at once (the token groups
+ * of 4 that mmv_sb_q4k / mmv6_sb already take):
+ *  - k_moe_route routes every token (warp_route: the same ids and weights
+ *    as the decode kernels).
+ *  - k_moe_grp_plan (one block) sorts the entries (t, slot j) by expert,
+ *    stably (token order within an expert), appends the shared expert's
+ *    entries (t, K) for every token, and cuts each expert's run into tiles
+ *    of at most MOE_GRP_G entries.
+ *  - k_moe_grp_gu: block (tile of entries, W x 16 rows of its expert);
+ *    per super-block the block stages the tile's tokens once, and each
+ *    warp multiplies its gate and up tiles (each token in its own MMA
+ *    column); the accumulation replays k_moe_tc_gu's (its KS chains over
+ *    the same super-block ranges, added in order); writes act[entry].
+ *  - k_moe_grp_down: block (tile of entries, W x 32 output rows); per
+ *    super-block: stage once, fresh C, each entry's dot = the super-block
+ *    values added in order (k_moe_tc_down's items); writes dd[t][j].
+ *  - k_moe_grp_fold: x[t] += the fold of k_moe_tc_down over dd[t].
+ * An MMA column's result depends only on its own B column, so a token's
+ * every rounding is the one it gets at T = 1 in the decode kernels: the
+ * grouped path gives the same bits as T separate decode steps (checked by
+ * gate kernels' moe_block-inv at T >= MOE_GRP_MIN_T). Entries with an
+ * expert id out of range (non-finite logits) go to bucket E: NaN rows.
+ * Measured on the H200 (35B-A3B q4_k_m, memra bench --prefill 512
+ * --profile): per-token decode kernels 1,292 us per layer, this 832 us;
+ * prefill 512 1,247 -> 3,770 tok/s with the first version (one warp per
+ * 16-row tile, each warp staging its own tokens), 5,730 with this one. */
+
+#define MOE_GRP_MIN_T 16
+#define MOE_GRP_NG 2 /* token groups of 4 per tile */
+#define MOE_GRP_G (4 * MOE_GRP_NG)
+/* warps per block (W) and blocks per SM the registers are held to (MINB):
+ * gate/up (161 registers; 540 bytes spilled at 128), Q4_K down (157), Q6_K down (128) */
+#define MOE_GRP_GU_W 4
+#define MOE_GRP_GU_MINB 3
+#define MOE_GRP_D4_W 4
+#define MOE_GRP_D4_MINB 3
+#define MOE_GRP_D6_W 8
+#define MOE_GRP_D6_MINB 2
+#define MOE_GRP_PLAN_WARPS 8
+
+/* Tiles at most: each non-empty bucket adds at most one partial tile. */
+static inline int64_t moe_grp_max_tiles(int64_t T, int32_t E, int32_t K) {
+    return (T * K + MOE_GRP_G - 1) / MOE_GRP_G + (E + 1) + (T + MOE_GRP_G - 1) / MOE_GRP_G;
+}
+
+/* The grouped path's scratch after act ([T][Fs + K F] floats): dd
+ * [T][K + 1][H] floats, ent [T (K + 1)], tiles [max][3] ({first entry,
+ * count, bucket: expert, E = invalid, E + 1 = shared}), n_tiles. */
+struct moe_grp_mem {
+    float *dd;
+    int32_t *ent, *tiles, *n_tiles;
+};
+
+static moe_grp_mem moe_grp_layout(void *scratch, int64_t T, int32_t E, int32_t K, int64_t F, int64_t Fs, int64_t H) {
+    moe_grp_mem m;
+    char *p = (char *)scratch + (size_t)(T * (Fs + (int64_t)K * F)) * sizeof(float);
+    m.dd = (float *)p, p += (size_t)(T * (K + 1) * H) * sizeof(float);
+    m.ent = (int32_t *)p, p += (size_t)(T * (K + 1)) * sizeof(int32_t);
+    m.tiles = (int32_t *)p, p += (size_t)(3 * moe_grp_max_tiles(T, E, K)) * sizeof(int32_t);
+    m.n_tiles = (int32_t *)p;
+    return m;
+}
+
+/* Launch contract: grid 1, block 32 * MOE_GRP_PLAN_WARPS, dynamic shared
+ * memory (MOE_GRP_PLAN_WARPS + 2) * (E + 2) ints. Warp w owns entries
+ * [w n / W, (w + 1) n / W) of the n = T K routed entries: it counts them per
+ * bucket, then, from its own base in each bucket (the buckets' offsets plus
+ * the lower warps' counts), places them in order (rank within 32 entries by
+ * __match_any_sync). Writes ent, tiles, n_tiles (shared expert tiles after
+ * the routed ones when has_shared). */
+__global__ void __launch_bounds__(32 * MOE_GRP_PLAN_WARPS)
+    k_moe_grp_plan(const int32_t *__restrict__ ids, int32_t T, int32_t E, int32_t K, int has_shared,
+                   int32_t *__restrict__ ent, int32_t *__restrict__ tiles, int32_t *__restrict__ n_tiles) {
+    pdl_start();
+    extern __shared__ int32_t plan_sh[];
+    const int NB = E + 1, W = MOE_GRP_PLAN_WARPS; /* buckets: experts, then invalid ids */
+    int32_t *hist = plan_sh;              /* [W][NB]: counts, then each warp's next position */
+    int32_t *off = plan_sh + W * (E + 2); /* [NB + 1]: bucket offsets */
+    int32_t *toff = off + (E + 2);        /* [NB + 1]: tile offsets */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n = T * K, e0 = (int)((int64_t)warp * n / W), e1 = (int)((int64_t)(warp + 1) * n / W);
+    auto bucket = [&](int i) {
+        const int32_t e = ids[i];
+        return e >= 0 && e < E ? e : E;
+    };
+    for (int i = threadIdx.x; i < W * NB; i += blockDim.x) hist[(i / NB) * (E + 2) + i % NB] = 0;
+    __syncthreads();
+    for (int i = e0 + lane; i < e1; i += 32) atomicAdd(&hist[warp * (E + 2) + bucket(i)], 1);
+    __syncthreads();
+    /* each bucket's warp bases (a prefix over the warps), then the offsets
+     * of the buckets and of their tiles (a block scan over contiguous runs
+     * of buckets, one run per thread) */
+    __shared__ int32_t wsum[MOE_GRP_PLAN_WARPS][2];
+    const int per = (NB + (int)blockDim.x - 1) / (int)blockDim.x;
+    const int b0 = min(NB, (int)threadIdx.x * per), b1 = min(NB, b0 + per);
+    int sc = 0, st = 0;
+    for (int b = b0; b < b1; b++) {
+        int c = 0;
+        for (int w = 0; w < W; w++) {
+            const int h = hist[w * (E + 2) + b];
+            hist[w * (E + 2) + b] = c;
+            c += h;
+        }
+        off[b] = c; /* the count for now */
+        sc += c, st += (c + MOE_GRP_G - 1) / MOE_GRP_G;
+    }
+    int ic = sc, it = st; /* inclusive warp scan */
+    for (int d = 1; d < 32; d <<= 1) {
+        const int a = __shfl_up_sync(0xFFFFFFFFu, ic, d), u = __shfl_up_sync(0xFFFFFFFFu, it, d);
+        if (lane >= d) ic += a, it += u;
+    }
+    if (lane == 31) wsum[warp][0] = ic, wsum[warp][1] = it;
+    __syncthreads();
+    int oc = ic - sc, ot = it - st;
+    for (int w = 0; w < warp; w++) oc += wsum[w][0], ot += wsum[w][1];
+    for (int b = b0; b < b1; b++) {
+        const int c = off[b];
+        off[b] = oc, toff[b] = ot;
+        oc += c, ot += (c + MOE_GRP_G - 1) / MOE_GRP_G;
+    }
+    if (threadIdx.x == blockDim.x - 1) {
+        off[NB] = oc, toff[NB] = ot;
+        *n_tiles = ot + (has_shared ? (T + MOE_GRP_G - 1) / MOE_GRP_G : 0);
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < NB; b += blockDim.x) {
+        const int c = off[b + 1] - off[b];
+        for (int k = 0; k * MOE_GRP_G < c; k++) {
+            int32_t *tl = tiles + 3 * (toff[b] + k);
+            tl[0] = off[b] + k * MOE_GRP_G, tl[1] = min(MOE_GRP_G, c - k * MOE_GRP_G), tl[2] = b;
+        }
+    }
+    if (has_shared)
+        for (int k = threadIdx.x; k * MOE_GRP_G < T; k += blockDim.x) {
+            int32_t *tl = tiles + 3 * (toff[NB] + k);
+            tl[0] = n + k * MOE_GRP_G, tl[1] = min(MOE_GRP_G, T - k * MOE_GRP_G), tl[2] = E + 1;
+        }
+    for (int t = threadIdx.x; has_shared && t < T; t += blockDim.x) ent[n + t] = t * (K + 1) + K;
+    /* stable placement, 32 entries a step */
+    for (int c = e0; c < e1; c += 32) {
+        const int i = c + lane;
+        const int b = i < e1 ? bucket(i) : -1 - lane; /* past the range: a bucket of its own */
+        const unsigned same = __match_any_sync(0xFFFFFFFFu, b);
+        if (i < e1) {
+            const int rank = __popc(same & ((1u << lane) - 1u));
+            const int base = hist[warp * (E + 2) + b];
+            const int t = i / K, j = i - t * K;
+            ent[off[b] + base + rank] = t * (K + 1) + j;
+        }
+        __syncwarp();
+        if (i < e1 && lane == 31 - __clz(same)) hist[warp * (E + 2) + b] += __popc(same);
+        __syncwarp();
+    }
+}
+
+/* Stages super-block c of a tile's cnt tokens for the whole block: warp w
+ * takes tokens w, w + W, ... (mmv_stage / mmv6_stage of one
+ * token, so each token's fragments and 1 / s are those of T = 1) into
+ * stg, and 1 / s into ssinv[t]. */
+template <int TD, int W>
+__device__ __forceinline__ void moe_grp_stage(const float *__restrict__ x, int64_t in, int cnt, int c, int warp,
+                                              int lane, uint32_t *stg, float *ssinv, const int64_t *xo) {
+    for (int t = warp; t < cnt; t += W) {
+        float si[1];
+        if constexpr (TD == MEMRA_TYPE_Q6_K)
+            mmv6_stage<1>(x, in, 1, c, lane, nullptr, nullptr, (__half *)stg + 2 * t * MMV6_TS, si, xo + t);
+        else
+            mmv_stage<1>(x, in, 1, c, lane, stg + t * MMV_TOK_W, si, nullptr, nullptr, nullptr, xo + t);
+        if (lane == 0) ssinv[t] = si[0];
+    }
+}
+
+/* Launch contract: grid (moe_grp_max_tiles, ceil(max(F, Fs) / (16 W))),
+ * block 32 W; the shapes and alignment of k_moe_tc_gu. Block (i, by)
+ * takes tile i's entries and warp w the gate and up rows 16 (W by + w) +
+ * 0..15 of the tile's expert;
+ * blocks past n_tiles return, warps past the expert's rows only stage. Per
+ * super-block the block stages the tokens once (double-buffered, one
+ * barrier), then each warp multiplies its two tiles. The accumulation
+ * replays k_moe_tc_gu's: MOE_TC_GU_KS chains over its super-block ranges,
+ * added in chain order. (Tiles on x: consecutive blocks are the tiles of
+ * one expert, so its rows come from DRAM once and then from L2.) */
+template <int NG, int W, int MINB>
+__global__ void __launch_bounds__(32 * W, MINB)
+    k_moe_grp_gu(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu, const uint8_t *__restrict__ Sg,
+                 const uint8_t *__restrict__ Su, size_t row_bytes, int64_t H, int64_t F, int64_t Fs, int32_t E,
+                 int32_t K, const float *__restrict__ xn, float *__restrict__ act, const int32_t *__restrict__ ent,
+                 const int32_t *__restrict__ tiles, const int32_t *__restrict__ n_tiles) {
+    pdl_start();
+    constexpr int G = 4 * NG, KS = MOE_TC_GU_KS;
+    __shared__ __align__(16) uint32_t stg[2][G * MMV_TOK_W];
+    __shared__ float ssinv[2][G];
+    __shared__ int64_t xo[G], ao[G];
+    if ((int)blockIdx.x >= *n_tiles) return;
+    const int32_t *tl = tiles + 3 * blockIdx.x;
+    const int first = tl[0], cnt = tl[1], b = tl[2];
+    const bool shared = b == E + 1;
+    const int64_t nr = shared ? Fs : F, n_rows = Fs + (int64_t)K * F, blk0 = (int64_t)blockIdx.y * W * 16;
+    if (blk0 >= nr) return;
+    if (threadIdx.x < cnt) {
+        const int32_t en = ent[first + threadIdx.x], t = en / (K + 1), j = en - t * (K + 1);
+        xo[threadIdx.x] = (int64_t)t * H;
+        ao[threadIdx.x] = (int64_t)t * n_rows + (j < K ? Fs + (int64_t)j * F : 0);
+    }
+    __syncthreads();
+    if (b == E) { /* ids out of range */
+        for (int i = threadIdx.x; i < 16 * W * cnt; i += blockDim.x) {
+            const int64_t row = blk0 + i % (16 * W);
+            if (row < nr) act[ao[i / (16 * W)] + row] = NAN;
+        }
+        return;
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+    const int64_t tile = blk0 + 16 * warp;
+    const bool live = tile < nr; /* uniform over the warp */
+    const int nsb = (int)(H / 256);
+    const uint8_t *Gm = shared ? Sg : Wg, *Um = shared ? Su : Wu;
+    const int64_t r0 = (shared ? 0 : (int64_t)b * F) + (live ? tile : 0);
+    const uint8_t *rows[2][2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        rows[0][r] = Gm + (r0 + gid + 8 * r) * (int64_t)row_bytes;
+        rows[1][r] = Um + (r0 + gid + 8 * r) * (int64_t)row_bytes;
+    }
+    float tot[2][NG][2];
+#pragma unroll
+    for (int k = 0; k < KS; k++) {
+        float acc[2][NG][2];
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+#pragma unroll
+            for (int g = 0; g < NG; g++) acc[q][g][0] = acc[q][g][1] = 0.0f;
+#pragma unroll 1
+        for (int c = k * nsb / KS; c < (k + 1) * nsb / KS; c++) {
+            mmv_raw cur[2];
+            if (live)
+#pragma unroll
+                for (int q = 0; q < 2; q++) cur[q].load(rows[q][0], rows[q][1], c, tig);
+            moe_grp_stage<MEMRA_TYPE_Q4_K, W>(xn, H, cnt, c, warp, lane, stg[c & 1], ssinv[c & 1], xo);
+            __syncthreads();
+            if (live) {
+                float sinv[NG];
+#pragma unroll
+                for (int g = 0; g < NG; g++) sinv[g] = 4 * g + tig < cnt ? ssinv[c & 1][4 * g + tig] : 0.0f;
+                mmv_sb_q4k<NG>(cur, acc, stg[c & 1], sinv, cnt, gid, tig);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+#pragma unroll
+            for (int g = 0; g < NG; g++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) tot[q][g][r] = k == 0 ? acc[q][g][r] : __fadd_rn(tot[q][g][r], acc[q][g][r]);
+    }
+    if (!live) return;
+#pragma unroll
+    for (int g = 0; g < NG; g++) {
+        const int e = 4 * g + tig; /* C columns 2 tig, 2 tig + 1 of group g */
+        if (e < cnt)
+#pragma unroll
+            for (int r = 0; r < 2; r++) act[ao[e] + tile + gid + 8 * r] = silu_f(tot[0][g][r]) * tot[1][g][r];
+    }
+}
+
+/* Launch contract: grid (moe_grp_max_tiles, ceil(H / (32 W))),
+ * block 32 W; the down shapes of k_moe_tc_down. Block (i, by)
+ * takes tile i's entries and warp w the output rows 32 (W by +
+ * w) + 0..31 (two 16-row tiles sharing the staged activations). Per
+ * super-block of the input: stage once, fresh C, and the dot of each entry
+ * and row is the super-block values added in order (k_moe_tc_down's
+ * items); written to dd[t][j]. */
+template <int TD, int NG, int W, int MINB>
+__global__ void __launch_bounds__(32 * W, MINB)
+    k_moe_grp_down(const uint8_t *__restrict__ Wd, size_t rb, const uint8_t *__restrict__ Sd, size_t rbs, int64_t F,
+                   int64_t Fs, int64_t H, int32_t E, int32_t K, const float *__restrict__ act,
+                   float *__restrict__ dd, const int32_t *__restrict__ ent, const int32_t *__restrict__ tiles,
+                   const int32_t *__restrict__ n_tiles) {
+    pdl_start();
+    constexpr int G = 4 * NG;
+    /* a token's staging: MMV_TOK_W words (Q4_K), 2 MMV6_TS halves (Q6_K) */
+    constexpr int STG = G * (TD == MEMRA_TYPE_Q4_K ? MMV_TOK_W : MMV6_TS);
+    __shared__ __align__(16) uint32_t stg[2][STG];
+    __shared__ float ssinv[2][G];
+    __shared__ int64_t xo[G], oo[G];
+    if ((int)blockIdx.x >= *n_tiles) return;
+    const int32_t *tl = tiles + 3 * blockIdx.x;
+    const int first = tl[0], cnt = tl[1], b = tl[2];
+    const bool shared = b == E + 1;
+    const int64_t n_rows = Fs + (int64_t)K * F, blk0 = (int64_t)blockIdx.y * W * 32;
+    if (threadIdx.x < cnt) {
+        const int32_t en = ent[first + threadIdx.x], t = en / (K + 1), j = en - t * (K + 1);
+        xo[threadIdx.x] = (int64_t)t * n_rows + (j < K ? Fs + (int64_t)j * F : 0);
+        oo[threadIdx.x] = ((int64_t)t * (K + 1) + j) * H;
+    }
+    __syncthreads();
+    if (b == E) {
+        for (int i = threadIdx.x; i < 32 * W * cnt; i += blockDim.x) {
+            const int64_t row = blk0 + i % (32 * W);
+            if (row < H) dd[oo[i / (32 * W)] + row] = NAN;
+        }
+        return;
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+    const int64_t tile = blk0 + 32 * warp; /* rows tile .. tile + 31: tiles q = 0, 1 */
+    const bool live = tile < H;
+    const int64_t in = shared ? Fs : F;
+    const int nsb = (int)(in / 256);
+    const size_t bytes = shared ? rbs : rb;
+    const uint8_t *base = (shared ? Sd : Wd + (int64_t)b * H * rb) + ((live ? tile : 0) + gid) * (int64_t)bytes;
+    float d[2][NG][2];
+#pragma unroll 1
+    for (int c = 0; c < nsb; c++) {
+        float acc[2][NG][2];
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+#pragma unroll
+            for (int g = 0; g < NG; g++) acc[q][g][0] = acc[q][g][1] = 0.0f;
+        float sinv[NG];
+        if constexpr (TD == MEMRA_TYPE_Q4_K) {
+            mmv_raw cur[2];
+            if (live)
+#pragma unroll
+                for (int q = 0; q < 2; q++)
+                    cur[q].load(base + 16 * q * (int64_t)bytes, base + (16 * q + 8) * (int64_t)bytes, c, tig);
+            moe_grp_stage<TD, W>(act, in, cnt, c, warp, lane, stg[c & 1], ssinv[c & 1], xo);
+            __syncthreads();
+            if (!live) continue;
+#pragma unroll
+            for (int g = 0; g < NG; g++) sinv[g] = 4 * g + tig < cnt ? ssinv[c & 1][4 * g + tig] : 0.0f;
+            mmv_sb_q4k<NG, 2>(cur, acc, stg[c & 1], sinv, cnt, gid, tig);
+        } else {
+            mmv6_raw w[2][2];
+            const bool al = (c & 1) == 0;
+            if (live)
+#pragma unroll
+                for (int q = 0; q < 2; q++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        mmv6_load(w[q][r], base + (16 * q + 8 * r) * (int64_t)bytes + (int64_t)c * 210, tig, al);
+            moe_grp_stage<TD, W>(act, in, cnt, c, warp, lane, stg[c & 1], ssinv[c & 1], xo);
+            __syncthreads();
+            if (!live) continue;
+#pragma unroll
+            for (int g = 0; g < NG; g++) sinv[g] = 4 * g + tig < cnt ? ssinv[c & 1][4 * g + tig] : 0.0f;
+#pragma unroll
+            for (int q = 0; q < 2; q++) mmv6_sb<NG>(w[q], acc[q], (const __half *)stg[c & 1], sinv, cnt, gid, tig);
+        }
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+#pragma unroll
+            for (int g = 0; g < NG; g++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) d[q][g][r] = c == 0 ? acc[q][g][r] : __fadd_rn(d[q][g][r], acc[q][g][r]);
+    }
+    if (!live) return;
+#pragma unroll
+    for (int g = 0; g < NG; g++) {
+        const int e = 4 * g + tig;
+        if (e < cnt)
+#pragma unroll
+            for (int q = 0; q < 2; q++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) dd[oo[e] + tile + 16 * q + gid + 8 * r] = d[q][g][r];
+    }
+}
+
+/* Launch contract: grid (ceil(H / 128), T), block 128; k_moe_tc_down's fold
+ * of row r of token t from dd[t]. */
+__global__ void __launch_bounds__(128)
+    k_moe_grp_fold(const float *__restrict__ dd, const float *__restrict__ wts, const float *__restrict__ sg,
+                   int64_t sg_stride, int64_t H, int32_t K, int has_shared, float *__restrict__ x) {
+    pdl_start();
+    const int64_t t = blockIdx.y, r = (int64_t)blockIdx.x * 128 + threadIdx.x;
+    if (r >= H) return;
+    const float *d = dd + t * (K + 1) * H + r;
+    float acc = 0.0f;
+    for (int j = 0; j < K; j++) acc = fmaf(__ldg(wts + t * K + j), d[(int64_t)j * H], acc);
+    float y = x[t * H + r] + acc;
+    if (has_shared) y = fmaf(sigmoid_f(sg[t * sg_stride]), d[(int64_t)K * H], y);
+    x[t * H + r] = y;
+}
+
 /* MEMRA_MOE_TC=0 in the environment (read once) sends moe_block back to
  * the fp32 kernels above (a fallback switch like matmul.cu's MEMRA_MMV). */
 static int moe_tc_on(void) {
@@ -594,6 +982,63 @@ static bool moe_tc_gu_ok(uint32_t tgu, int64_t H, int64_t F, int64_t Fs) {
 static bool moe_tc_down_ok(uint32_t td, int64_t H, int64_t F, int64_t Fs, int32_t K) {
     const int64_t q = td == MEMRA_TYPE_Q4_K ? 256 : td == MEMRA_TYPE_Q6_K ? 512 : 0;
     return q && H % 16 == 0 && F % q == 0 && Fs % q == 0 && K * (F / 256) + Fs / 256 <= MOE_TC_ITEMS;
+}
+
+/* Whether the grouped path takes the layer: the tensor-core types and
+ * shapes of both phases. */
+static bool moe_grp_ok(uint32_t tgu, uint32_t td, int64_t H, int64_t F, int64_t Fs) {
+    const int64_t q = td == MEMRA_TYPE_Q4_K ? 256 : td == MEMRA_TYPE_Q6_K ? 512 : 0;
+    return moe_tc_gu_ok(tgu, H, F, Fs) && q && F % q == 0 && Fs % q == 0 && H % 32 == 0 && F > 0;
+}
+
+/* The grouped path (section above); cuda_op_moe_block has checked the
+ * weights and chosen it. */
+static memra_status moe_grp_run(memra_backend *be, const memra_moe_params *p, const float *logits, const float *xn,
+                                const float *sg, int64_t sg_stride, float *x, int64_t T, int32_t *ids, float *w,
+                                void *scratch) {
+    const int64_t H = p->gate_exps->ne[0], F = p->gate_exps->ne[1];
+    const int32_t E = p->n_expert, K = p->n_used;
+    const int shared = p->gate_shexp != NULL;
+    const int64_t Fs = shared ? p->gate_shexp->ne[1] : 0;
+    cudaStream_t s = cuda_of(be)->stream;
+    float *act = (float *)scratch;
+    const moe_grp_mem m = moe_grp_layout(scratch, T, E, K, F, Fs, H);
+    memra_status st;
+    cuda_launch(k_moe_route, (unsigned)T, 32, 0, s, logits, E, K, ids, w);
+    if ((st = CUDA_LAUNCHED(be, "moe_block: route"))) return st;
+    const size_t psh = (size_t)(MOE_GRP_PLAN_WARPS + 2) * (size_t)(E + 2) * sizeof(int32_t);
+    cuda_launch(k_moe_grp_plan, 1, 32 * MOE_GRP_PLAN_WARPS, psh, s, (const int32_t *)ids, (int32_t)T, E, K, shared,
+                m.ent, m.tiles, m.n_tiles);
+    if ((st = CUDA_LAUNCHED(be, "moe_block: plan"))) return st;
+    const unsigned nt = (unsigned)moe_grp_max_tiles(T, E, K);
+    const uint8_t *Sg = shared ? (const uint8_t *)p->gate_shexp->data : NULL;
+    const uint8_t *Su = shared ? (const uint8_t *)p->up_shexp->data : NULL;
+    const uint8_t *Sd = shared ? (const uint8_t *)p->down_shexp->data : NULL;
+    const int64_t fmax = F > Fs ? F : Fs, wr = 16 * MOE_GRP_GU_W;
+    cuda_launch(k_moe_grp_gu<MOE_GRP_NG, MOE_GRP_GU_W, MOE_GRP_GU_MINB>, dim3(nt, (unsigned)((fmax + wr - 1) / wr)),
+                32 * MOE_GRP_GU_W, 0, s, (const uint8_t *)p->gate_exps->data, (const uint8_t *)p->up_exps->data, Sg,
+                Su, (size_t)p->gate_exps->row_bytes, H, F, Fs, E, K, xn, act, (const int32_t *)m.ent,
+                (const int32_t *)m.tiles, (const int32_t *)m.n_tiles);
+    if ((st = CUDA_LAUNCHED(be, "moe_block: grouped gate/up"))) return st;
+    const uint8_t *Wd = (const uint8_t *)p->down_exps->data;
+    const size_t rbd = p->down_exps->row_bytes, rbs = shared ? p->down_shexp->row_bytes : 0;
+    if (p->down_exps->type == MEMRA_TYPE_Q4_K) {
+        const int64_t dr = 32 * MOE_GRP_D4_W;
+        cuda_launch(k_moe_grp_down<MEMRA_TYPE_Q4_K, MOE_GRP_NG, MOE_GRP_D4_W, MOE_GRP_D4_MINB>,
+                    dim3(nt, (unsigned)((H + dr - 1) / dr)), 32 * MOE_GRP_D4_W, 0, s, Wd, rbd, Sd, rbs, F, Fs, H, E,
+                    K, (const float *)act, m.dd, (const int32_t *)m.ent, (const int32_t *)m.tiles,
+                    (const int32_t *)m.n_tiles);
+    } else {
+        const int64_t dr = 32 * MOE_GRP_D6_W;
+        cuda_launch(k_moe_grp_down<MEMRA_TYPE_Q6_K, MOE_GRP_NG, MOE_GRP_D6_W, MOE_GRP_D6_MINB>,
+                    dim3(nt, (unsigned)((H + dr - 1) / dr)), 32 * MOE_GRP_D6_W, 0, s, Wd, rbd, Sd, rbs, F, Fs, H, E,
+                    K, (const float *)act, m.dd, (const int32_t *)m.ent, (const int32_t *)m.tiles,
+                    (const int32_t *)m.n_tiles);
+    }
+    if ((st = CUDA_LAUNCHED(be, "moe_block: grouped down"))) return st;
+    cuda_launch(k_moe_grp_fold, dim3((unsigned)((H + 127) / 128), (unsigned)T), 128, 0, s, (const float *)m.dd,
+                (const float *)w, sg, sg_stride, H, K, shared, x);
+    return CUDA_LAUNCHED(be, "moe_block: fold");
 }
 
 memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, const float *logits, const float *xn,
@@ -627,13 +1072,15 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
     if (T == 0) return MEMRA_OK;
     cudaStream_t s = cuda_of(be)->stream;
     float *act = (float *)scratch;
+    const int tc = moe_tc_on();
+    if (tc && T >= MOE_GRP_MIN_T && moe_grp_ok(tgu, td, H, F, Fs))
+        return moe_grp_run(be, p, logits, xn, sg, sg_stride, x, T, ids, w, scratch);
     const uint8_t *Sg = shared ? (const uint8_t *)p->gate_shexp->data : NULL;
     const uint8_t *Su = shared ? (const uint8_t *)p->up_shexp->data : NULL;
     const uint8_t *Sd = shared ? (const uint8_t *)p->down_shexp->data : NULL;
     size_t rbs = shared ? p->down_shexp->row_bytes : 0;
     const uint8_t *Wg = (const uint8_t *)p->gate_exps->data, *Wu = (const uint8_t *)p->up_exps->data;
     size_t rb = p->gate_exps->row_bytes;
-    const int tc = moe_tc_on();
     if (tc && moe_tc_gu_ok(tgu, H, F, Fs)) {
         dim3 g((unsigned)((Fs + (int64_t)K * F) / 16), (unsigned)T);
         cuda_launch(k_moe_tc_gu<MOE_TC_GU_KS, MOE_TC_GU_NB, 3>, g, 32 * MOE_TC_GU_KS, 0, s, Wg, Wu, Sg, Su, rb, H, F,

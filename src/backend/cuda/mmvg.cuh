@@ -1,0 +1,268 @@
+/* The Q4_K and Q6_K tensor-core matvecs of mmv.cuh and mmv6.cuh for many
+ * tokens (T >= 16: prefill), with the same bits per row and token.
+ *
+ * k_mmv stages every token's activations in each warp and walks a row's
+ * super-blocks with ks warps of one 32-row tile pair; at T = 15 it is
+ * bound by that staging. Here k_mmvg_prep first stages every (token,
+ * super-block) once into the workspace (mmv_stage / mmv6_stage of one
+ * token: the same fragments and 1 / s; with the input norm, block_inv_rms's
+ * factor), super-block major, so that a tile's tokens of one super-block
+ * are one contiguous run. Then a block of W warps takes a tile of up to
+ * 4 NG consecutive tokens and W tile pairs (32 W rows; swiglu: 16 W gate
+ * rows and the same up rows): per super-block it copies the run into
+ * shared memory with cp.async (double-buffered: the copy of super-block
+ * c + 1 flies while c is multiplied; one barrier per super-block), and
+ * every warp multiplies its tiles with mmv_sb_q4k, each token in its own
+ * MMA column. (Measured first with the staging done in the block itself,
+ * warp w staging tokens w, w + W, ...: 53 TFLOP/s on the 9b ffn gate/up,
+ * slower than the GEMM; each staging is a chain behind an L2 load.) The accumulation replays k_mmv's: mmv_ks(row length) chains over
+ * the same super-block ranges, added in chain order, then y (+)= the sum;
+ * so a row of a
+ * token computed here is bit-identical to the same row at T = 1 (gate
+ * kernels: matmul-inv across the two kernels).
+ *
+ * k_mmv6g is the same for Q6_K (mmv6_sb, one call per 16-row tile; no
+ * swiglu: k_mmv6 has none).
+ *
+ * Grid: x = token tiles (consecutive blocks share weight rows: the rows
+ * come from DRAM once and then from L2), y = row blocks (mmvg_blocks). */
+#ifndef MEMRA_CUDA_MMVG_CUH
+#define MEMRA_CUDA_MMVG_CUH
+
+#include "backend/cuda/mmv.cuh"
+#include "backend/cuda/mmv6.cuh"
+
+#define MMVG_W 4  /* warps per block: tile pairs sharing a token tile */
+#define MMVG_NG 4 /* token groups of 4: 16 tokens per block */
+#define MMVG_PREP_W 8
+
+/* Words of one (token, super-block) staging: mmv (Q4_K), mmv6 (Q6_K: 2 MMV6_TS halves). */
+template <int TD> __host__ __device__ constexpr int mmvg_tok_w() { return TD == MEMRA_TYPE_Q6_K ? MMV6_TS : MMV_TOK_W; }
+
+/* Workspace bytes of the staged activations: [nsb][T] stagings, then [nsb][T] 1 / s. */
+template <int TD> static inline size_t mmvg_ws_bytes(int64_t T, int64_t in) {
+    return (size_t)(in / 256) * (size_t)T * ((size_t)mmvg_tok_w<TD>() * 4 + 4);
+}
+
+/* Launch contract: grid (T), block 32 MMVG_PREP_W. Token t's super-block c
+ * staging to xs + (c T + t) mmvg_tok_w words, its 1 / s to xsinv[c T + t]. */
+template <int TD>
+__global__ void __launch_bounds__(32 * MMVG_PREP_W) k_mmvg_prep(const float *__restrict__ x, int64_t in, int T,
+                                                                const float *__restrict__ nw, float eps,
+                                                                uint32_t *__restrict__ xs, float *__restrict__ xsinv) {
+    __shared__ float ninv[1];
+    pdl_start();
+    const int t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const float *xt = x + (int64_t)t * in;
+    if (nw) block_inv_rms(xt, in, 1, eps, ninv);
+    const int nsb = (int)(in / 256);
+    for (int c = w; c < nsb; c += MMVG_PREP_W) {
+        uint32_t *d = xs + ((int64_t)c * T + t) * mmvg_tok_w<TD>();
+        float si[1];
+        if constexpr (TD == MEMRA_TYPE_Q6_K)
+            mmv6_stage<1>(xt, in, 1, c, lane, nw, nw ? ninv : nullptr, (__half *)d, si);
+        else
+            mmv_stage<1>(xt, in, 1, c, lane, d, si, nullptr, nw, nw ? ninv : nullptr);
+        if (lane == 0) xsinv[(int64_t)c * T + t] = si[0];
+    }
+}
+
+/* The super-block loop of k_mmvg / k_mmv6g: mmv_ks(nsb) chains over
+ * k_mmv's ranges, added in chain order into tot; per super-block c,
+ * load(c) (the warp's raw weights, issued first), the copy of the tile's
+ * stagings of c + 1 after the barrier, then mul(c, stg, sinv). */
+template <int TD, int NG, int W, class Load, class Mul>
+__device__ __forceinline__ void mmvg_loop(int nsb, int T, int t0, int cnt, const uint32_t *__restrict__ xs,
+                                          const float *__restrict__ xsinv, uint32_t (*stg)[4 * NG * mmvg_tok_w<TD>()],
+                                          float (&tot)[2][NG][2], Load load, Mul mul) {
+    constexpr int TW = mmvg_tok_w<TD>();
+    const int tig = threadIdx.x & 3, ks = mmv_ks(nsb);
+    auto copy = [&](int c) { /* the run of cnt stagings of super-block c, 16 bytes a thread a step */
+        const uint4 *src = (const uint4 *)(xs + ((int64_t)c * T + t0) * TW);
+        uint4 *dst = (uint4 *)stg[c & 1];
+        for (int i = threadIdx.x; i < cnt * TW / 4; i += 32 * W) mmv_cp16(dst + i, src + i);
+        mmv_cp_commit();
+    };
+    copy(0);
+    int c = 0;
+#pragma unroll 1
+    for (int k = 0; k < ks; k++) {
+        float acc[2][NG][2];
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+            for (int g = 0; g < NG; g++) acc[tl][g][0] = acc[tl][g][1] = 0.0f;
+#pragma unroll 1
+        for (; c < (k + 1) * nsb / ks; c++) {
+            load(c);
+            float sinv[NG];
+#pragma unroll
+            for (int g = 0; g < NG; g++)
+                sinv[g] = 4 * g + tig < cnt ? __ldg(xsinv + (int64_t)c * T + t0 + 4 * g + tig) : 0.0f;
+            mmv_cp_wait<0>();
+            __syncthreads(); /* every copy of c landed; every warp is done with c - 1's buffer */
+            if (c + 1 < nsb) copy(c + 1);
+            mul(c, stg[c & 1], sinv, acc);
+        }
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+            for (int g = 0; g < NG; g++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) tot[tl][g][r] = k == 0 ? acc[tl][g][r] : __fadd_rn(tot[tl][g][r], acc[tl][g][r]);
+    }
+}
+
+/* blk0 for the W-warp blocks (a->n_out set, n weights; rows per warp: 32, swiglu 16). */
+static inline void mmvg_blocks(mmv_args *a, int n) {
+    const int per = (a->swiglu ? 16 : 32) * MMVG_W;
+    a->blk0[0] = 0;
+    for (int i = 0; i < 4; i++) a->blk0[i + 1] = a->blk0[i] + (i < n ? (int)((a->n_out[i] + per - 1) / per) : 0);
+}
+
+/* Launch contract: grid (ceil(T / (4 NG)), blk0[4] from mmvg_blocks), block
+ * 32 W; xs, xsinv from k_mmvg_prep<Q4_K> of a.x (and a.nw); mmv.cuh's
+ * contract otherwise (in % 256 == 0, aligned rows). */
+template <int NG, int W>
+__global__ void __launch_bounds__(32 * W, 2) k_mmvg(mmv_args a, const uint32_t *__restrict__ xs,
+                                                   const float *__restrict__ xsinv) {
+    constexpr int G = 4 * NG;
+    __shared__ __align__(16) uint32_t stg[2][G * MMV_TOK_W];
+    pdl_start();
+    const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
+    const int t0 = (int)blockIdx.x * G, cnt = a.T - t0 < G ? a.T - t0 : G;
+    int wi = 0;
+    while (wi < 3 && (int)blockIdx.y >= a.blk0[wi + 1]) wi++;
+    const int per = a.swiglu ? 16 : 32;
+    const int64_t tile0 = ((int64_t)((int)blockIdx.y - a.blk0[wi]) * W + wp) * per;
+    const uint8_t *rows[2][2];
+    int64_t rbase[2], nrow[2];
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++) {
+        const int w = a.swiglu ? tl : wi;
+        rbase[tl] = a.swiglu ? tile0 : tile0 + 16 * tl;
+        nrow[tl] = a.n_out[w];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = rbase[tl] + gid + 8 * r;
+            rows[tl][r] = a.W[w] + (row < nrow[tl] ? row : nrow[tl] - 1) * (int64_t)a.row_bytes;
+        }
+    }
+    const bool live = rbase[0] < nrow[0]; /* uniform over the warp; dead warps still copy */
+    float tot[2][NG][2];
+    mmv_raw cur[2];
+    mmvg_loop<MEMRA_TYPE_Q4_K, NG, W>(
+        (int)(a.in / 256), a.T, t0, cnt, xs, xsinv, stg, tot,
+        [&](int c) {
+            if (live)
+#pragma unroll
+                for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], c, tig);
+        },
+        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
+            if (live) mmv_sb_q4k<NG>(cur, acc, sg, sinv, cnt, gid, tig);
+        });
+    if (!live) return;
+#pragma unroll
+    for (int g = 0; g < NG; g++) {
+        const int tok = 4 * g + tig; /* C columns 2 tig, 2 tig + 1 of group g */
+        if (tok >= cnt) continue;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = rbase[0] + gid + 8 * r;
+            if (a.swiglu) {
+                if (row < nrow[0]) a.y[0][(int64_t)(t0 + tok) * nrow[0] + row] = silu_f(tot[0][g][r]) * tot[1][g][r];
+                continue;
+            }
+#pragma unroll
+            for (int tl = 0; tl < 2; tl++) {
+                const int64_t orow = rbase[tl] + gid + 8 * r;
+                if (orow >= nrow[tl]) continue;
+                float *yp = a.y[wi] + (int64_t)(t0 + tok) * nrow[tl] + orow;
+                *yp = a.accumulate ? *yp + tot[tl][g][r] : tot[tl][g][r];
+            }
+        }
+    }
+}
+
+/* Launch contract: grid (ceil(T / (4 NG)), sum of ceil(n_out[i] / (32 W))),
+ * block 32 W; xs, xsinv from k_mmvg_prep<Q6_K>; mmv6.cuh's contract
+ * otherwise (in % 512 == 0), swiglu = 0. Warp: two 16-row tiles. */
+template <int NG, int W>
+__global__ void __launch_bounds__(32 * W, 2) k_mmv6g(mmv_args a, const uint32_t *__restrict__ xs,
+                                                    const float *__restrict__ xsinv) {
+    constexpr int G = 4 * NG;
+    __shared__ __align__(16) uint32_t stg[2][G * MMV6_TS];
+    pdl_start();
+    const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
+    const int t0 = (int)blockIdx.x * G, cnt = a.T - t0 < G ? a.T - t0 : G;
+    int wi = 0;
+    while (wi < 3 && (int)blockIdx.y >= a.blk0[wi + 1]) wi++;
+    const int64_t tile0 = ((int64_t)((int)blockIdx.y - a.blk0[wi]) * W + wp) * 32, nrow = a.n_out[wi];
+    const uint8_t *rows[2][2];
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = tile0 + 16 * tl + gid + 8 * r;
+            rows[tl][r] = a.W[wi] + (row < nrow ? row : nrow - 1) * (int64_t)a.row_bytes;
+        }
+    const bool live = tile0 < nrow;
+    float tot[2][NG][2];
+    mmv6_raw cur[2][2];
+    mmvg_loop<MEMRA_TYPE_Q6_K, NG, W>(
+        (int)(a.in / 256), a.T, t0, cnt, xs, xsinv, stg, tot,
+        [&](int c) {
+            if (live)
+#pragma unroll
+                for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++) mmv6_load(cur[tl][r], rows[tl][r] + (int64_t)c * 210, tig, (c & 1) == 0);
+        },
+        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
+            if (live)
+#pragma unroll
+                for (int tl = 0; tl < 2; tl++) mmv6_sb<NG>(cur[tl], acc[tl], (const __half *)sg, sinv, cnt, gid, tig);
+        });
+    if (!live) return;
+#pragma unroll
+    for (int g = 0; g < NG; g++) {
+        const int tok = 4 * g + tig;
+        if (tok >= cnt) continue;
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int64_t orow = tile0 + 16 * tl + gid + 8 * r;
+                if (orow >= nrow) continue;
+                float *yp = a.y[wi] + (int64_t)(t0 + tok) * nrow + orow;
+                *yp = a.accumulate ? *yp + tot[tl][g][r] : tot[tl][g][r];
+            }
+    }
+}
+
+/* The prep launch, then the multiply: path 1 = Q4_K (k_mmvg), 3 = Q6_K
+ * (k_mmv6g). ws: mmvg_ws_bytes of the path's type. */
+static inline void mmvg_launch(mmv_args a, int n, int path, void *ws, cudaStream_t s) {
+    constexpr int G = 4 * MMVG_NG;
+    const int64_t nsb = a.in / 256;
+    uint32_t *xs = (uint32_t *)ws;
+    if (path == 1) {
+        float *xsinv = (float *)(xs + (size_t)nsb * a.T * MMV_TOK_W);
+        cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q4_K>, (unsigned)a.T, 32u * MMVG_PREP_W, 0, s, a.x, a.in, a.T, a.nw, a.eps,
+                    xs, xsinv);
+        mmvg_blocks(&a, n);
+        cuda_launch(k_mmvg<MMVG_NG, MMVG_W>, dim3((unsigned)((a.T + G - 1) / G), (unsigned)a.blk0[4]), 32u * MMVG_W, 0,
+                    s, a, (const uint32_t *)xs, (const float *)xsinv);
+    } else {
+        float *xsinv = (float *)(xs + (size_t)nsb * a.T * MMV6_TS);
+        cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q6_K>, (unsigned)a.T, 32u * MMVG_PREP_W, 0, s, a.x, a.in, a.T, a.nw, a.eps,
+                    xs, xsinv);
+        const int per = 32 * MMVG_W;
+        a.blk0[0] = 0;
+        for (int i = 0; i < 4; i++) a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + per - 1) / per) : 0);
+        cuda_launch(k_mmv6g<MMVG_NG, MMVG_W>, dim3((unsigned)((a.T + G - 1) / G), (unsigned)a.blk0[4]), 32u * MMVG_W,
+                    0, s, a, (const uint32_t *)xs, (const float *)xsinv);
+    }
+}
+
+#endif
