@@ -280,7 +280,10 @@ static gdn_fn gdn_pick(int dk, int dv) {
  *    through the tokens with no barrier: r *= exp(g), kv = warp_sum(r . k),
  *    r += k beta (v - kv), o = warp_sum(r . q): k_gdn's per-column
  *    operations; the inputs of the next GDN_SCAN_AHEAD tokens are in
- *    flight while a token is computed. Writes raw o and the final state.
+ *    flight while a token is computed. (Tried: groups of 8 lanes per column,
+ *    k_gdn's warp_sum tree rebuilt from in-thread adds and 3 shuffles that
+ *    each serve 4 columns: 392 against 354 us a layer at T = 512 on the
+ *    H200; not kept.) Writes raw o and the final state.
  *  - k_gdn_finish: each (token, v-head)'s GDN_NS split sums of o^2 (a warp
  *    sum over the split's columns, as k_gdn's blocks make them), added in
  *    split order, and the gated RMSNorm; extra blocks write each

@@ -67,20 +67,33 @@ __global__ void __launch_bounds__(32 * MMVG_PREP_W) k_mmvg_prep(const float *__r
     }
 }
 
-/* The super-block loop of k_mmvg / k_mmv6g: mmv_ks(nsb) chains over
- * k_mmv's ranges, added in chain order into tot; per super-block c,
- * load(c) (the warp's raw weights, issued first), the copy of the tile's
- * stagings of c + 1 after the barrier, then mul(c, stg, sinv). */
-template <int TD, int NG, int W, class Load, class Mul>
-__device__ __forceinline__ void mmvg_loop(int nsb, int T, int t0, int cnt, const uint32_t *__restrict__ xs,
-                                          const float *__restrict__ xsinv, uint32_t (*stg)[4 * NG * mmvg_tok_w<TD>()],
-                                          float (&tot)[2][NG][2], Load load, Mul mul) {
-    constexpr int TW = mmvg_tok_w<TD>();
-    const int tig = threadIdx.x & 3, ks = mmv_ks(nsb);
-    auto copy = [&](int c) { /* the run of cnt stagings of super-block c, 16 bytes a thread a step */
-        const uint4 *src = (const uint4 *)(xs + ((int64_t)c * T + t0) * TW);
+/* The super-block loop of k_mmvg / k_mmv6g (and moe.cu's grouped kernels):
+ * ks chains over k_mmv's ranges (k nsb / ks ..), added in chain order into
+ * tot. Super-block c + 1's copies are issued right after the barrier that
+ * ends c's (the cnt stagings, and issue(c + 1) for a caller's own
+ * cp.async), so they fly while c is multiplied; per super-block: pre(c)
+ * (the warp's weight loads into registers), the wait and the barrier, then
+ * mul(c, stg, sinv, acc). (Weight bytes through a cp.async ring in shared
+ * memory instead of registers, filled by issue: slower on the H200, 9b
+ * q4_k_m prefill 512 3,939 against 4,677 tok/s, MoE 827 against 706 us a
+ * layer; not kept.) Entry i's
+ * staging of super-block c is row ro[i] (t0 + i without ro) of the prep's
+ * [nsb][NR] rows. */
+template <int TD, int NG, int W, class Pre, class Issue, class Mul>
+__device__ __forceinline__ void mmvg_loop(int nsb, int ks, int64_t NR, int t0, const int32_t *ro, int cnt,
+                                          const uint32_t *__restrict__ xs, const float *__restrict__ xsinv,
+                                          uint32_t (*stg)[4 * NG * mmvg_tok_w<TD>()], float (&tot)[2][NG][2],
+                                          Pre pre, Issue issue, Mul mul) {
+    constexpr int TW = mmvg_tok_w<TD>(), TQ = TW / 4; /* 16-byte chunks of a staging */
+    const int tig = threadIdx.x & 3;
+    auto row = [&](int i) { return (int64_t)(ro ? ro[i] : t0 + i); };
+    auto copy = [&](int c) {
         uint4 *dst = (uint4 *)stg[c & 1];
-        for (int i = threadIdx.x; i < cnt * TW / 4; i += 32 * W) mmv_cp16(dst + i, src + i);
+        for (int j = threadIdx.x; j < cnt * TQ; j += 32 * W) {
+            const int i = j / TQ;
+            mmv_cp16(dst + j, (const uint4 *)(xs + ((int64_t)c * NR + row(i)) * TW) + (j - i * TQ));
+        }
+        issue(c);
         mmv_cp_commit();
     };
     copy(0);
@@ -94,13 +107,13 @@ __device__ __forceinline__ void mmvg_loop(int nsb, int T, int t0, int cnt, const
             for (int g = 0; g < NG; g++) acc[tl][g][0] = acc[tl][g][1] = 0.0f;
 #pragma unroll 1
         for (; c < (k + 1) * nsb / ks; c++) {
-            load(c);
+            pre(c);
             float sinv[NG];
 #pragma unroll
             for (int g = 0; g < NG; g++)
-                sinv[g] = 4 * g + tig < cnt ? __ldg(xsinv + (int64_t)c * T + t0 + 4 * g + tig) : 0.0f;
+                sinv[g] = 4 * g + tig < cnt ? __ldg(xsinv + (int64_t)c * NR + row(4 * g + tig)) : 0.0f;
             mmv_cp_wait<0>();
-            __syncthreads(); /* every copy of c landed; every warp is done with c - 1's buffer */
+            __syncthreads(); /* every copy of c landed; every warp is done with c - 1's buffers */
             if (c + 1 < nsb) copy(c + 1);
             mul(c, stg[c & 1], sinv, acc);
         }
@@ -135,29 +148,31 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmvg(mmv_args a, const uint32_t *
     while (wi < 3 && (int)blockIdx.y >= a.blk0[wi + 1]) wi++;
     const int per = a.swiglu ? 16 : 32;
     const int64_t tile0 = ((int64_t)((int)blockIdx.y - a.blk0[wi]) * W + wp) * per;
-    const uint8_t *rows[2][2];
     int64_t rbase[2], nrow[2];
 #pragma unroll
     for (int tl = 0; tl < 2; tl++) {
-        const int w = a.swiglu ? tl : wi;
         rbase[tl] = a.swiglu ? tile0 : tile0 + 16 * tl;
-        nrow[tl] = a.n_out[w];
+        nrow[tl] = a.n_out[a.swiglu ? tl : wi];
+    }
+    const bool live = rbase[0] < nrow[0]; /* uniform over the warp; dead warps still copy */
+    const uint8_t *rows[2][2];
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int64_t row = rbase[tl] + gid + 8 * r;
-            rows[tl][r] = a.W[w] + (row < nrow[tl] ? row : nrow[tl] - 1) * (int64_t)a.row_bytes;
+            rows[tl][r] = a.W[a.swiglu ? tl : wi] + (row < nrow[tl] ? row : nrow[tl] - 1) * (int64_t)a.row_bytes;
         }
-    }
-    const bool live = rbase[0] < nrow[0]; /* uniform over the warp; dead warps still copy */
     float tot[2][NG][2];
     mmv_raw cur[2];
     mmvg_loop<MEMRA_TYPE_Q4_K, NG, W>(
-        (int)(a.in / 256), a.T, t0, cnt, xs, xsinv, stg, tot,
+        (int)(a.in / 256), mmv_ks((int)(a.in / 256)), a.T, t0, nullptr, cnt, xs, xsinv, stg, tot,
         [&](int c) {
             if (live)
 #pragma unroll
                 for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], c, tig);
         },
+        [&](int) {},
         [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
             if (live) mmv_sb_q4k<NG>(cur, acc, sg, sinv, cnt, gid, tig);
         });
@@ -210,7 +225,7 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmv6g(mmv_args a, const uint32_t 
     float tot[2][NG][2];
     mmv6_raw cur[2][2];
     mmvg_loop<MEMRA_TYPE_Q6_K, NG, W>(
-        (int)(a.in / 256), a.T, t0, cnt, xs, xsinv, stg, tot,
+        (int)(a.in / 256), mmv_ks((int)(a.in / 256)), a.T, t0, nullptr, cnt, xs, xsinv, stg, tot,
         [&](int c) {
             if (live)
 #pragma unroll
@@ -218,6 +233,7 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmv6g(mmv_args a, const uint32_t 
 #pragma unroll
                     for (int r = 0; r < 2; r++) mmv6_load(cur[tl][r], rows[tl][r] + (int64_t)c * 210, tig, (c & 1) == 0);
         },
+        [&](int) {},
         [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
             if (live)
 #pragma unroll

@@ -23,6 +23,7 @@
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/mmv.cuh"
 #include "backend/cuda/mmv6.cuh"
+#include "backend/cuda/mmvg.cuh"
 #include "backend/cuda/ops.cuh"
 
 #define MOE_MAX_EXPERT 1024
@@ -586,14 +587,14 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
  * rows again: at T = 512 a layer's ~450 MB of expert weights are read
  * ~16 times over (35B-A3B prefill was ~75% MoE this way). Here the tokens
  * are grouped by expert first, and a block multiplies W 16-row tiles of
- * one expert with up to MOE_GRP_G of its tokens at once (the token groups
+ * one expert with up to 4 NG of its tokens at once (the token groups
  * of 4 that mmv_sb_q4k / mmv6_sb already take):
  *  - k_moe_route routes every token (warp_route: the same ids and weights
  *    as the decode kernels).
  *  - k_moe_grp_plan (one block) sorts the entries (t, slot j) by expert,
  *    stably (token order within an expert), appends the shared expert's
  *    entries (t, K) for every token, and cuts each expert's run into tiles
- *    of at most MOE_GRP_G entries.
+ *    of at most 4 NG entries.
  *  - k_moe_grp_gu: block (tile of entries, W x 16 rows of its expert);
  *    per super-block the block stages the tile's tokens once, and each
  *    warp multiplies its gate and up tiles (each token in its own MMA
@@ -614,8 +615,8 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
  * 16-row tile, each warp staging its own tokens), 5,730 with this one. */
 
 #define MOE_GRP_MIN_T 16
-#define MOE_GRP_NG 2 /* token groups of 4 per tile */
-#define MOE_GRP_G (4 * MOE_GRP_NG)
+#define MOE_GRP_NG 2 /* token groups of 4 per tile (MEMRA_MOE_NG=4: 16 tokens, a lab switch) */
+#define MOE_GRP_GMIN 8 /* the smallest tile of any NG: bounds the tile count */
 /* warps per block (W) and blocks per SM the registers are held to (MINB):
  * gate/up (161 registers; 540 bytes spilled at 128), Q4_K down (157), Q6_K down (128) */
 #define MOE_GRP_GU_W 4
@@ -628,7 +629,7 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
 
 /* Tiles at most: each non-empty bucket adds at most one partial tile. */
 static inline int64_t moe_grp_max_tiles(int64_t T, int32_t E, int32_t K) {
-    return (T * K + MOE_GRP_G - 1) / MOE_GRP_G + (E + 1) + (T + MOE_GRP_G - 1) / MOE_GRP_G;
+    return (T * K + MOE_GRP_GMIN - 1) / MOE_GRP_GMIN + (E + 1) + (T + MOE_GRP_GMIN - 1) / MOE_GRP_GMIN;
 }
 
 /* The grouped path's scratch after act ([T][Fs + K F] floats): dd
@@ -657,7 +658,7 @@ static moe_grp_mem moe_grp_layout(void *scratch, int64_t T, int32_t E, int32_t K
  * __match_any_sync). Writes ent, tiles, n_tiles (shared expert tiles after
  * the routed ones when has_shared). */
 __global__ void __launch_bounds__(32 * MOE_GRP_PLAN_WARPS)
-    k_moe_grp_plan(const int32_t *__restrict__ ids, int32_t T, int32_t E, int32_t K, int has_shared,
+    k_moe_grp_plan(const int32_t *__restrict__ ids, int32_t T, int32_t E, int32_t K, int has_shared, int G,
                    int32_t *__restrict__ ent, int32_t *__restrict__ tiles, int32_t *__restrict__ n_tiles) {
     pdl_start();
     extern __shared__ int32_t plan_sh[];
@@ -690,7 +691,7 @@ __global__ void __launch_bounds__(32 * MOE_GRP_PLAN_WARPS)
             c += h;
         }
         off[b] = c; /* the count for now */
-        sc += c, st += (c + MOE_GRP_G - 1) / MOE_GRP_G;
+        sc += c, st += (c + G - 1) / G;
     }
     int ic = sc, it = st; /* inclusive warp scan */
     for (int d = 1; d < 32; d <<= 1) {
@@ -704,24 +705,24 @@ __global__ void __launch_bounds__(32 * MOE_GRP_PLAN_WARPS)
     for (int b = b0; b < b1; b++) {
         const int c = off[b];
         off[b] = oc, toff[b] = ot;
-        oc += c, ot += (c + MOE_GRP_G - 1) / MOE_GRP_G;
+        oc += c, ot += (c + G - 1) / G;
     }
     if (threadIdx.x == blockDim.x - 1) {
         off[NB] = oc, toff[NB] = ot;
-        *n_tiles = ot + (has_shared ? (T + MOE_GRP_G - 1) / MOE_GRP_G : 0);
+        *n_tiles = ot + (has_shared ? (T + G - 1) / G : 0);
     }
     __syncthreads();
     for (int b = threadIdx.x; b < NB; b += blockDim.x) {
         const int c = off[b + 1] - off[b];
-        for (int k = 0; k * MOE_GRP_G < c; k++) {
+        for (int k = 0; k * G < c; k++) {
             int32_t *tl = tiles + 3 * (toff[b] + k);
-            tl[0] = off[b] + k * MOE_GRP_G, tl[1] = min(MOE_GRP_G, c - k * MOE_GRP_G), tl[2] = b;
+            tl[0] = off[b] + k * G, tl[1] = min(G, c - k * G), tl[2] = b;
         }
     }
     if (has_shared)
-        for (int k = threadIdx.x; k * MOE_GRP_G < T; k += blockDim.x) {
+        for (int k = threadIdx.x; k * G < T; k += blockDim.x) {
             int32_t *tl = tiles + 3 * (toff[NB] + k);
-            tl[0] = n + k * MOE_GRP_G, tl[1] = min(MOE_GRP_G, T - k * MOE_GRP_G), tl[2] = E + 1;
+            tl[0] = n + k * G, tl[1] = min(G, T - k * G), tl[2] = E + 1;
         }
     for (int t = threadIdx.x; has_shared && t < T; t += blockDim.x) ent[n + t] = t * (K + 1) + K;
     /* stable placement, 32 entries a step */
@@ -741,44 +742,54 @@ __global__ void __launch_bounds__(32 * MOE_GRP_PLAN_WARPS)
     }
 }
 
-/* Stages super-block c of a tile's cnt tokens for the whole block: warp w
- * takes tokens w, w + W, ... (mmv_stage / mmv6_stage of one
- * token, so each token's fragments and 1 / s are those of T = 1) into
- * stg, and 1 / s into ssinv[t]. */
-template <int TD, int W>
-__device__ __forceinline__ void moe_grp_stage(const float *__restrict__ x, int64_t in, int cnt, int c, int warp,
-                                              int lane, uint32_t *stg, float *ssinv, const int64_t *xo) {
-    for (int t = warp; t < cnt; t += W) {
+/* Launch contract: grid (T (K + 1)), block 32 MOE_GRP_PLAN_WARPS. The
+ * down phase's activations staged once per (entry, super-block) (entry e =
+ * t (K + 1) + j: slot j < K, or the shared expert): mmv_stage / mmv6_stage
+ * of act[t]'s slot j into xs + (c NE + e) mmvg_tok_w words, 1 / s into
+ * xsinv[c NE + e], NE = T (K + 1). */
+template <int TD>
+__global__ void __launch_bounds__(32 * MOE_GRP_PLAN_WARPS)
+    k_moe_grp_prep(const float *__restrict__ act, int64_t F, int64_t Fs, int32_t K, int64_t NE,
+                   uint32_t *__restrict__ xs, float *__restrict__ xsinv) {
+    pdl_start();
+    const int64_t e = blockIdx.x, t = e / (K + 1);
+    const int j = (int)(e - t * (K + 1)), lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t in = j < K ? F : Fs;
+    const float *x = act + t * (Fs + (int64_t)K * F) + (j < K ? Fs + (int64_t)j * F : 0);
+    for (int c = w; c < (int)(in / 256); c += MOE_GRP_PLAN_WARPS) {
+        uint32_t *d = xs + ((int64_t)c * NE + e) * mmvg_tok_w<TD>();
         float si[1];
         if constexpr (TD == MEMRA_TYPE_Q6_K)
-            mmv6_stage<1>(x, in, 1, c, lane, nullptr, nullptr, (__half *)stg + 2 * t * MMV6_TS, si, xo + t);
+            mmv6_stage<1>(x, in, 1, c, lane, nullptr, nullptr, (__half *)d, si);
         else
-            mmv_stage<1>(x, in, 1, c, lane, stg + t * MMV_TOK_W, si, nullptr, nullptr, nullptr, xo + t);
-        if (lane == 0) ssinv[t] = si[0];
+            mmv_stage<1>(x, in, 1, c, lane, d, si, nullptr, nullptr, nullptr);
+        if (lane == 0) xsinv[(int64_t)c * NE + e] = si[0];
     }
 }
 
 /* Launch contract: grid (moe_grp_max_tiles, ceil(max(F, Fs) / (16 W))),
- * block 32 W; the shapes and alignment of k_moe_tc_gu. Block (i, by)
+ * block 32 W; the shapes and alignment of k_moe_tc_gu; xs, xsinv: the
+ * stagings of xn by k_mmvg_prep<Q4_K> (rows = tokens, NR = T). Block (i, by)
  * takes tile i's entries and warp w the gate and up rows 16 (W by + w) +
- * 0..15 of the tile's expert;
- * blocks past n_tiles return, warps past the expert's rows only stage. Per
- * super-block the block stages the tokens once (double-buffered, one
- * barrier), then each warp multiplies its two tiles. The accumulation
- * replays k_moe_tc_gu's: MOE_TC_GU_KS chains over its super-block ranges,
- * added in chain order. (Tiles on x: consecutive blocks are the tiles of
- * one expert, so its rows come from DRAM once and then from L2.) */
+ * 0..15 of the tile's expert; blocks past n_tiles return, warps past the
+ * expert's rows only copy. mmvg_loop: per super-block the tile's tokens'
+ * stagings are copied into shared memory once (cp.async, double-buffered)
+ * and each warp multiplies its two tiles; the accumulation replays
+ * k_moe_tc_gu's (MOE_TC_GU_KS chains over its super-block ranges, added in
+ * chain order). (Tiles on x: consecutive blocks are the tiles of one
+ * expert, so its rows come from DRAM once and then from L2.) */
 template <int NG, int W, int MINB>
 __global__ void __launch_bounds__(32 * W, MINB)
     k_moe_grp_gu(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu, const uint8_t *__restrict__ Sg,
                  const uint8_t *__restrict__ Su, size_t row_bytes, int64_t H, int64_t F, int64_t Fs, int32_t E,
-                 int32_t K, const float *__restrict__ xn, float *__restrict__ act, const int32_t *__restrict__ ent,
-                 const int32_t *__restrict__ tiles, const int32_t *__restrict__ n_tiles) {
+                 int32_t K, float *__restrict__ act, const int32_t *__restrict__ ent,
+                 const int32_t *__restrict__ tiles, const int32_t *__restrict__ n_tiles,
+                 const uint32_t *__restrict__ xs, const float *__restrict__ xsinv, int32_t T) {
     pdl_start();
-    constexpr int G = 4 * NG, KS = MOE_TC_GU_KS;
+    constexpr int G = 4 * NG;
     __shared__ __align__(16) uint32_t stg[2][G * MMV_TOK_W];
-    __shared__ float ssinv[2][G];
-    __shared__ int64_t xo[G], ao[G];
+    __shared__ int32_t ro[G];
+    __shared__ int64_t ao[G];
     if ((int)blockIdx.x >= *n_tiles) return;
     const int32_t *tl = tiles + 3 * blockIdx.x;
     const int first = tl[0], cnt = tl[1], b = tl[2];
@@ -787,7 +798,7 @@ __global__ void __launch_bounds__(32 * W, MINB)
     if (blk0 >= nr) return;
     if (threadIdx.x < cnt) {
         const int32_t en = ent[first + threadIdx.x], t = en / (K + 1), j = en - t * (K + 1);
-        xo[threadIdx.x] = (int64_t)t * H;
+        ro[threadIdx.x] = t;
         ao[threadIdx.x] = (int64_t)t * n_rows + (j < K ? Fs + (int64_t)j * F : 0);
     }
     __syncthreads();
@@ -801,7 +812,6 @@ __global__ void __launch_bounds__(32 * W, MINB)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
     const int64_t tile = blk0 + 16 * warp;
     const bool live = tile < nr; /* uniform over the warp */
-    const int nsb = (int)(H / 256);
     const uint8_t *Gm = shared ? Sg : Wg, *Um = shared ? Su : Wu;
     const int64_t r0 = (shared ? 0 : (int64_t)b * F) + (live ? tile : 0);
     const uint8_t *rows[2][2];
@@ -811,35 +821,18 @@ __global__ void __launch_bounds__(32 * W, MINB)
         rows[1][r] = Um + (r0 + gid + 8 * r) * (int64_t)row_bytes;
     }
     float tot[2][NG][2];
-#pragma unroll
-    for (int k = 0; k < KS; k++) {
-        float acc[2][NG][2];
-#pragma unroll
-        for (int q = 0; q < 2; q++)
-#pragma unroll
-            for (int g = 0; g < NG; g++) acc[q][g][0] = acc[q][g][1] = 0.0f;
-#pragma unroll 1
-        for (int c = k * nsb / KS; c < (k + 1) * nsb / KS; c++) {
-            mmv_raw cur[2];
+    mmv_raw cur[2];
+    mmvg_loop<MEMRA_TYPE_Q4_K, NG, W>(
+        (int)(H / 256), MOE_TC_GU_KS, T, 0, ro, cnt, xs, xsinv, stg, tot,
+        [&](int c) {
             if (live)
 #pragma unroll
                 for (int q = 0; q < 2; q++) cur[q].load(rows[q][0], rows[q][1], c, tig);
-            moe_grp_stage<MEMRA_TYPE_Q4_K, W>(xn, H, cnt, c, warp, lane, stg[c & 1], ssinv[c & 1], xo);
-            __syncthreads();
-            if (live) {
-                float sinv[NG];
-#pragma unroll
-                for (int g = 0; g < NG; g++) sinv[g] = 4 * g + tig < cnt ? ssinv[c & 1][4 * g + tig] : 0.0f;
-                mmv_sb_q4k<NG>(cur, acc, stg[c & 1], sinv, cnt, gid, tig);
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < 2; q++)
-#pragma unroll
-            for (int g = 0; g < NG; g++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) tot[q][g][r] = k == 0 ? acc[q][g][r] : __fadd_rn(tot[q][g][r], acc[q][g][r]);
-    }
+        },
+        [&](int) {},
+        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
+            if (live) mmv_sb_q4k<NG>(cur, acc, sg, sinv, cnt, gid, tig);
+        });
     if (!live) return;
 #pragma unroll
     for (int g = 0; g < NG; g++) {
@@ -850,96 +843,73 @@ __global__ void __launch_bounds__(32 * W, MINB)
     }
 }
 
-/* Launch contract: grid (moe_grp_max_tiles, ceil(H / (32 W))),
- * block 32 W; the down shapes of k_moe_tc_down. Block (i, by)
- * takes tile i's entries and warp w the output rows 32 (W by +
- * w) + 0..31 (two 16-row tiles sharing the staged activations). Per
- * super-block of the input: stage once, fresh C, and the dot of each entry
- * and row is the super-block values added in order (k_moe_tc_down's
- * items); written to dd[t][j]. */
+/* Launch contract: grid (moe_grp_max_tiles, ceil(H / (32 W))), block 32 W;
+ * the down shapes of k_moe_tc_down; xs, xsinv from k_moe_grp_prep<TD> (NE
+ * rows). Block (i, by) takes tile i's entries and warp w the output rows
+ * 32 (W by + w) + 0..31 (two 16-row tiles sharing the staged activations).
+ * mmvg_loop with one chain per super-block: fresh C, and each entry's dot
+ * is the super-block values added in order (k_moe_tc_down's items);
+ * written to dd[t][j]. */
 template <int TD, int NG, int W, int MINB>
 __global__ void __launch_bounds__(32 * W, MINB)
     k_moe_grp_down(const uint8_t *__restrict__ Wd, size_t rb, const uint8_t *__restrict__ Sd, size_t rbs, int64_t F,
-                   int64_t Fs, int64_t H, int32_t E, int32_t K, const float *__restrict__ act,
-                   float *__restrict__ dd, const int32_t *__restrict__ ent, const int32_t *__restrict__ tiles,
-                   const int32_t *__restrict__ n_tiles) {
+                   int64_t Fs, int64_t H, int32_t E, int32_t K, float *__restrict__ dd,
+                   const int32_t *__restrict__ ent, const int32_t *__restrict__ tiles,
+                   const int32_t *__restrict__ n_tiles, const uint32_t *__restrict__ xs,
+                   const float *__restrict__ xsinv, int64_t NE) {
     pdl_start();
     constexpr int G = 4 * NG;
-    /* a token's staging: MMV_TOK_W words (Q4_K), 2 MMV6_TS halves (Q6_K) */
-    constexpr int STG = G * (TD == MEMRA_TYPE_Q4_K ? MMV_TOK_W : MMV6_TS);
-    __shared__ __align__(16) uint32_t stg[2][STG];
-    __shared__ float ssinv[2][G];
-    __shared__ int64_t xo[G], oo[G];
+    __shared__ __align__(16) uint32_t stg[2][G * mmvg_tok_w<TD>()];
+    __shared__ int32_t ro[G];
     if ((int)blockIdx.x >= *n_tiles) return;
     const int32_t *tl = tiles + 3 * blockIdx.x;
     const int first = tl[0], cnt = tl[1], b = tl[2];
     const bool shared = b == E + 1;
-    const int64_t n_rows = Fs + (int64_t)K * F, blk0 = (int64_t)blockIdx.y * W * 32;
-    if (threadIdx.x < cnt) {
-        const int32_t en = ent[first + threadIdx.x], t = en / (K + 1), j = en - t * (K + 1);
-        xo[threadIdx.x] = (int64_t)t * n_rows + (j < K ? Fs + (int64_t)j * F : 0);
-        oo[threadIdx.x] = ((int64_t)t * (K + 1) + j) * H;
-    }
+    const int64_t blk0 = (int64_t)blockIdx.y * W * 32;
+    if (threadIdx.x < cnt) ro[threadIdx.x] = ent[first + threadIdx.x];
     __syncthreads();
     if (b == E) {
         for (int i = threadIdx.x; i < 32 * W * cnt; i += blockDim.x) {
             const int64_t row = blk0 + i % (32 * W);
-            if (row < H) dd[oo[i / (32 * W)] + row] = NAN;
+            if (row < H) dd[(int64_t)ro[i / (32 * W)] * H + row] = NAN;
         }
         return;
     }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
     const int64_t tile = blk0 + 32 * warp; /* rows tile .. tile + 31: tiles q = 0, 1 */
     const bool live = tile < H;
-    const int64_t in = shared ? Fs : F;
-    const int nsb = (int)(in / 256);
+    const int nsb = (int)((shared ? Fs : F) / 256);
     const size_t bytes = shared ? rbs : rb;
     const uint8_t *base = (shared ? Sd : Wd + (int64_t)b * H * rb) + ((live ? tile : 0) + gid) * (int64_t)bytes;
     float d[2][NG][2];
-#pragma unroll 1
-    for (int c = 0; c < nsb; c++) {
-        float acc[2][NG][2];
-#pragma unroll
-        for (int q = 0; q < 2; q++)
-#pragma unroll
-            for (int g = 0; g < NG; g++) acc[q][g][0] = acc[q][g][1] = 0.0f;
-        float sinv[NG];
-        if constexpr (TD == MEMRA_TYPE_Q4_K) {
-            mmv_raw cur[2];
-            if (live)
+    mmv_raw c4[2];
+    mmv6_raw c6[2][2];
+    mmvg_loop<TD, NG, W>(
+        nsb, nsb, NE, 0, ro, cnt, xs, xsinv, stg, d,
+        [&](int c) {
+            if (!live) return;
+            if constexpr (TD == MEMRA_TYPE_Q4_K) {
 #pragma unroll
                 for (int q = 0; q < 2; q++)
-                    cur[q].load(base + 16 * q * (int64_t)bytes, base + (16 * q + 8) * (int64_t)bytes, c, tig);
-            moe_grp_stage<TD, W>(act, in, cnt, c, warp, lane, stg[c & 1], ssinv[c & 1], xo);
-            __syncthreads();
-            if (!live) continue;
-#pragma unroll
-            for (int g = 0; g < NG; g++) sinv[g] = 4 * g + tig < cnt ? ssinv[c & 1][4 * g + tig] : 0.0f;
-            mmv_sb_q4k<NG, 2>(cur, acc, stg[c & 1], sinv, cnt, gid, tig);
-        } else {
-            mmv6_raw w[2][2];
-            const bool al = (c & 1) == 0;
-            if (live)
+                    c4[q].load(base + 16 * q * (int64_t)bytes, base + (16 * q + 8) * (int64_t)bytes, c, tig);
+            } else {
 #pragma unroll
                 for (int q = 0; q < 2; q++)
 #pragma unroll
                     for (int r = 0; r < 2; r++)
-                        mmv6_load(w[q][r], base + (16 * q + 8 * r) * (int64_t)bytes + (int64_t)c * 210, tig, al);
-            moe_grp_stage<TD, W>(act, in, cnt, c, warp, lane, stg[c & 1], ssinv[c & 1], xo);
-            __syncthreads();
-            if (!live) continue;
+                        mmv6_load(c6[q][r], base + (16 * q + 8 * r) * (int64_t)bytes + (int64_t)c * 210, tig,
+                                  (c & 1) == 0);
+            }
+        },
+        [&](int) {},
+        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
+            if (!live) return;
+            if constexpr (TD == MEMRA_TYPE_Q4_K)
+                mmv_sb_q4k<NG, 2>(c4, acc, sg, sinv, cnt, gid, tig);
+            else
 #pragma unroll
-            for (int g = 0; g < NG; g++) sinv[g] = 4 * g + tig < cnt ? ssinv[c & 1][4 * g + tig] : 0.0f;
-#pragma unroll
-            for (int q = 0; q < 2; q++) mmv6_sb<NG>(w[q], acc[q], (const __half *)stg[c & 1], sinv, cnt, gid, tig);
-        }
-#pragma unroll
-        for (int q = 0; q < 2; q++)
-#pragma unroll
-            for (int g = 0; g < NG; g++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) d[q][g][r] = c == 0 ? acc[q][g][r] : __fadd_rn(d[q][g][r], acc[q][g][r]);
-    }
+                for (int q = 0; q < 2; q++) mmv6_sb<NG>(c6[q], acc[q], (const __half *)sg, sinv, cnt, gid, tig);
+        });
     if (!live) return;
 #pragma unroll
     for (int g = 0; g < NG; g++) {
@@ -948,7 +918,7 @@ __global__ void __launch_bounds__(32 * W, MINB)
 #pragma unroll
             for (int q = 0; q < 2; q++)
 #pragma unroll
-                for (int r = 0; r < 2; r++) dd[oo[e] + tile + 16 * q + gid + 8 * r] = d[q][g][r];
+                for (int r = 0; r < 2; r++) dd[(int64_t)ro[e] * H + tile + 16 * q + gid + 8 * r] = d[q][g][r];
     }
 }
 
@@ -991,6 +961,47 @@ static bool moe_grp_ok(uint32_t tgu, uint32_t td, int64_t H, int64_t F, int64_t 
     return moe_tc_gu_ok(tgu, H, F, Fs) && q && F % q == 0 && Fs % q == 0 && H % 32 == 0 && F > 0;
 }
 
+/* MEMRA_MOE_NG=4 in the environment (read once): tiles of 16 tokens
+ * instead of 8 in the grouped path (a lab switch; the bits do not change). */
+static int moe_grp_ng(void) {
+    static int ng = 0;
+    if (!ng) {
+        const char *e = getenv("MEMRA_MOE_NG");
+        ng = e && atoi(e) == 4 ? 4 : MOE_GRP_NG;
+    }
+    return ng;
+}
+
+template <int NG>
+static void moe_grp_gu_launch(dim3 g, cudaStream_t s, const memra_moe_params *p, const uint8_t *Sg, const uint8_t *Su,
+                              int64_t H, int64_t F, int64_t Fs, int32_t E, int32_t K, float *act, const moe_grp_mem &m,
+                              const uint32_t *xg, const float *xgs, int64_t T) {
+    constexpr int MB = NG == 2 ? MOE_GRP_GU_MINB : 2;
+    cuda_launch(k_moe_grp_gu<NG, MOE_GRP_GU_W, MB>, g, 32 * MOE_GRP_GU_W, 0, s,
+                (const uint8_t *)p->gate_exps->data, (const uint8_t *)p->up_exps->data, Sg, Su,
+                (size_t)p->gate_exps->row_bytes, H, F, Fs, E, K, act, (const int32_t *)m.ent, (const int32_t *)m.tiles,
+                (const int32_t *)m.n_tiles, xg, xgs, (int32_t)T);
+}
+
+template <int NG>
+static void moe_grp_down_launch(uint32_t td, unsigned nt, cudaStream_t s, const uint8_t *Wd, size_t rbd,
+                                const uint8_t *Sd, size_t rbs, int64_t F, int64_t Fs, int64_t H, int32_t E, int32_t K,
+                                const moe_grp_mem &m, const uint32_t *xd, const float *xds, int64_t NE) {
+    if (td == MEMRA_TYPE_Q4_K) {
+        constexpr int MB = NG == 2 ? MOE_GRP_D4_MINB : 2;
+        const int64_t dr = 32 * MOE_GRP_D4_W;
+        cuda_launch(k_moe_grp_down<MEMRA_TYPE_Q4_K, NG, MOE_GRP_D4_W, MB>, dim3(nt, (unsigned)((H + dr - 1) / dr)),
+                    32 * MOE_GRP_D4_W, 0, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, m.dd,
+                    (const int32_t *)m.ent, (const int32_t *)m.tiles, (const int32_t *)m.n_tiles, xd, xds, NE);
+    } else {
+        constexpr int MB = NG == 2 ? MOE_GRP_D6_MINB : 1;
+        const int64_t dr = 32 * MOE_GRP_D6_W;
+        cuda_launch(k_moe_grp_down<MEMRA_TYPE_Q6_K, NG, MOE_GRP_D6_W, MB>, dim3(nt, (unsigned)((H + dr - 1) / dr)),
+                    32 * MOE_GRP_D6_W, 0, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, m.dd, (const int32_t *)m.ent,
+                    (const int32_t *)m.tiles, (const int32_t *)m.n_tiles, xd, xds, NE);
+    }
+}
+
 /* The grouped path (section above); cuda_op_moe_block has checked the
  * weights and chosen it. */
 static memra_status moe_grp_run(memra_backend *be, const memra_moe_params *p, const float *logits, const float *xn,
@@ -1007,34 +1018,45 @@ static memra_status moe_grp_run(memra_backend *be, const memra_moe_params *p, co
     cuda_launch(k_moe_route, (unsigned)T, 32, 0, s, logits, E, K, ids, w);
     if ((st = CUDA_LAUNCHED(be, "moe_block: route"))) return st;
     const size_t psh = (size_t)(MOE_GRP_PLAN_WARPS + 2) * (size_t)(E + 2) * sizeof(int32_t);
+    const int ng = moe_grp_ng();
     cuda_launch(k_moe_grp_plan, 1, 32 * MOE_GRP_PLAN_WARPS, psh, s, (const int32_t *)ids, (int32_t)T, E, K, shared,
-                m.ent, m.tiles, m.n_tiles);
+                4 * ng, m.ent, m.tiles, m.n_tiles);
     if ((st = CUDA_LAUNCHED(be, "moe_block: plan"))) return st;
     const unsigned nt = (unsigned)moe_grp_max_tiles(T, E, K);
     const uint8_t *Sg = shared ? (const uint8_t *)p->gate_shexp->data : NULL;
     const uint8_t *Su = shared ? (const uint8_t *)p->up_shexp->data : NULL;
     const uint8_t *Sd = shared ? (const uint8_t *)p->down_shexp->data : NULL;
-    const int64_t fmax = F > Fs ? F : Fs, wr = 16 * MOE_GRP_GU_W;
-    cuda_launch(k_moe_grp_gu<MOE_GRP_NG, MOE_GRP_GU_W, MOE_GRP_GU_MINB>, dim3(nt, (unsigned)((fmax + wr - 1) / wr)),
-                32 * MOE_GRP_GU_W, 0, s, (const uint8_t *)p->gate_exps->data, (const uint8_t *)p->up_exps->data, Sg,
-                Su, (size_t)p->gate_exps->row_bytes, H, F, Fs, E, K, xn, act, (const int32_t *)m.ent,
-                (const int32_t *)m.tiles, (const int32_t *)m.n_tiles);
+    /* the activations staged once: xn per (super-block, token), act per (super-block, entry) */
+    const uint32_t td = p->down_exps->type;
+    const int64_t NE = T * (K + 1), nsb_h = H / 256, nsb_d = (F > Fs ? F : Fs) / 256;
+    const int dtw = td == MEMRA_TYPE_Q6_K ? mmvg_tok_w<MEMRA_TYPE_Q6_K>() : mmvg_tok_w<MEMRA_TYPE_Q4_K>();
+    const size_t gub = (size_t)(nsb_h * T) * (MMV_TOK_W * 4 + 4), dnb = (size_t)(nsb_d * NE) * (size_t)(dtw * 4 + 4);
+    if ((st = cuda_xs_reserve(be, gub + dnb))) return st;
+    uint32_t *xg = (uint32_t *)cuda_of(be)->xs, *xd = (uint32_t *)((char *)xg + gub);
+    float *xgs = (float *)(xg + (size_t)(nsb_h * T) * MMV_TOK_W), *xds = (float *)(xd + (size_t)(nsb_d * NE) * dtw);
+    cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q4_K>, (unsigned)T, 32u * MMVG_PREP_W, 0, s, xn, H, (int)T,
+                (const float *)nullptr, 0.0f, xg, xgs);
+    if ((st = CUDA_LAUNCHED(be, "moe_block: gate/up staging"))) return st;
+    const int64_t fmax = F > Fs ? F : Fs;
+    const dim3 ggu(nt, (unsigned)((fmax + 16 * MOE_GRP_GU_W - 1) / (16 * MOE_GRP_GU_W)));
+    if (ng == 4)
+        moe_grp_gu_launch<4>(ggu, s, p, Sg, Su, H, F, Fs, E, K, act, m, xg, xgs, T);
+    else
+        moe_grp_gu_launch<MOE_GRP_NG>(ggu, s, p, Sg, Su, H, F, Fs, E, K, act, m, xg, xgs, T);
     if ((st = CUDA_LAUNCHED(be, "moe_block: grouped gate/up"))) return st;
+    if (td == MEMRA_TYPE_Q4_K)
+        cuda_launch(k_moe_grp_prep<MEMRA_TYPE_Q4_K>, (unsigned)NE, 32 * MOE_GRP_PLAN_WARPS, 0, s, (const float *)act,
+                    F, Fs, K, NE, xd, xds);
+    else
+        cuda_launch(k_moe_grp_prep<MEMRA_TYPE_Q6_K>, (unsigned)NE, 32 * MOE_GRP_PLAN_WARPS, 0, s, (const float *)act,
+                    F, Fs, K, NE, xd, xds);
+    if ((st = CUDA_LAUNCHED(be, "moe_block: down staging"))) return st;
     const uint8_t *Wd = (const uint8_t *)p->down_exps->data;
     const size_t rbd = p->down_exps->row_bytes, rbs = shared ? p->down_shexp->row_bytes : 0;
-    if (p->down_exps->type == MEMRA_TYPE_Q4_K) {
-        const int64_t dr = 32 * MOE_GRP_D4_W;
-        cuda_launch(k_moe_grp_down<MEMRA_TYPE_Q4_K, MOE_GRP_NG, MOE_GRP_D4_W, MOE_GRP_D4_MINB>,
-                    dim3(nt, (unsigned)((H + dr - 1) / dr)), 32 * MOE_GRP_D4_W, 0, s, Wd, rbd, Sd, rbs, F, Fs, H, E,
-                    K, (const float *)act, m.dd, (const int32_t *)m.ent, (const int32_t *)m.tiles,
-                    (const int32_t *)m.n_tiles);
-    } else {
-        const int64_t dr = 32 * MOE_GRP_D6_W;
-        cuda_launch(k_moe_grp_down<MEMRA_TYPE_Q6_K, MOE_GRP_NG, MOE_GRP_D6_W, MOE_GRP_D6_MINB>,
-                    dim3(nt, (unsigned)((H + dr - 1) / dr)), 32 * MOE_GRP_D6_W, 0, s, Wd, rbd, Sd, rbs, F, Fs, H, E,
-                    K, (const float *)act, m.dd, (const int32_t *)m.ent, (const int32_t *)m.tiles,
-                    (const int32_t *)m.n_tiles);
-    }
+    if (ng == 4)
+        moe_grp_down_launch<4>(td, nt, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, m, xd, xds, NE);
+    else
+        moe_grp_down_launch<MOE_GRP_NG>(td, nt, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, m, xd, xds, NE);
     if ((st = CUDA_LAUNCHED(be, "moe_block: grouped down"))) return st;
     cuda_launch(k_moe_grp_fold, dim3((unsigned)((H + 127) / 128), (unsigned)T), 128, 0, s, (const float *)m.dd,
                 (const float *)w, sg, sg_stride, H, K, shared, x);
