@@ -126,6 +126,29 @@ __device__ __forceinline__ void mmvg_loop(int nsb, int ks, int64_t NR, int t0, c
     }
 }
 
+/* mmvg_loop over a warp's two Q4_K 16-row tiles, weights through
+ * registers (rows[tile][r]: the warp's rows gid and gid + 8 of each tile;
+ * live: whether the warp has rows, uniform over the warp). */
+template <int NG, int W>
+__device__ __forceinline__ void mmvg_q4k_pair(int nsb, int ks, int64_t NR, int t0, const int32_t *ro, int cnt,
+                                              const uint32_t *__restrict__ xs, const float *__restrict__ xsinv,
+                                              uint32_t (*stg)[4 * NG * MMV_TOK_W], const uint8_t *const (&rows)[2][2],
+                                              bool live, float (&tot)[2][NG][2]) {
+    const int gid = (threadIdx.x & 31) >> 2, tig = threadIdx.x & 3;
+    mmv_raw cur[2];
+    mmvg_loop<MEMRA_TYPE_Q4_K, NG, W>(
+        nsb, ks, NR, t0, ro, cnt, xs, xsinv, stg, tot,
+        [&](int c) {
+            if (live)
+#pragma unroll
+                for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], c, tig);
+        },
+        [&](int) {},
+        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
+            if (live) mmv_sb_q4k<NG>(cur, acc, sg, sinv, cnt, gid, tig);
+        });
+}
+
 /* blk0 for the W-warp blocks (a->n_out set, n weights; rows per warp: 32, swiglu 16). */
 static inline void mmvg_blocks(mmv_args *a, int n) {
     const int per = (a->swiglu ? 16 : 32) * MMVG_W;
@@ -164,18 +187,8 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmvg(mmv_args a, const uint32_t *
             rows[tl][r] = a.W[a.swiglu ? tl : wi] + (row < nrow[tl] ? row : nrow[tl] - 1) * (int64_t)a.row_bytes;
         }
     float tot[2][NG][2];
-    mmv_raw cur[2];
-    mmvg_loop<MEMRA_TYPE_Q4_K, NG, W>(
-        (int)(a.in / 256), mmv_ks((int)(a.in / 256)), a.T, t0, nullptr, cnt, xs, xsinv, stg, tot,
-        [&](int c) {
-            if (live)
-#pragma unroll
-                for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], c, tig);
-        },
-        [&](int) {},
-        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
-            if (live) mmv_sb_q4k<NG>(cur, acc, sg, sinv, cnt, gid, tig);
-        });
+    const int nsb = (int)(a.in / 256);
+    mmvg_q4k_pair<NG, W>(nsb, mmv_ks(nsb), a.T, t0, nullptr, cnt, xs, xsinv, stg, rows, live, tot);
     if (!live) return;
 #pragma unroll
     for (int g = 0; g < NG; g++) {

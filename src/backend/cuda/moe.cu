@@ -821,18 +821,7 @@ __global__ void __launch_bounds__(32 * W, MINB)
         rows[1][r] = Um + (r0 + gid + 8 * r) * (int64_t)row_bytes;
     }
     float tot[2][NG][2];
-    mmv_raw cur[2];
-    mmvg_loop<MEMRA_TYPE_Q4_K, NG, W>(
-        (int)(H / 256), MOE_TC_GU_KS, T, 0, ro, cnt, xs, xsinv, stg, tot,
-        [&](int c) {
-            if (live)
-#pragma unroll
-                for (int q = 0; q < 2; q++) cur[q].load(rows[q][0], rows[q][1], c, tig);
-        },
-        [&](int) {},
-        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
-            if (live) mmv_sb_q4k<NG>(cur, acc, sg, sinv, cnt, gid, tig);
-        });
+    mmvg_q4k_pair<NG, W>((int)(H / 256), MOE_TC_GU_KS, T, 0, ro, cnt, xs, xsinv, stg, rows, live, tot);
     if (!live) return;
 #pragma unroll
     for (int g = 0; g < NG; g++) {
