@@ -17,7 +17,10 @@
  * so a row's bits do not depend on T, on the grid or on the other tokens.
  * Q4_K gate/up and Q4_K / Q6_K down weights (the Q4_K_M mix) take
  * k_moe_tc_gu / k_moe_tc_down instead: the same two phases on the tensor-core
- * decode cores of mmv.cuh and mmv6.cuh (section at the end). */
+ * decode cores of mmv.cuh and mmv6.cuh (section "fused layer on the tensor
+ * cores"); at T >= 16 those types take the grouped path (section "grouped
+ * path": tokens sorted by expert, each expert's rows read once per tile of
+ * tokens, the same bits as T = 1). */
 #include <math.h>
 
 #include "backend/cuda/matvec.cuh"
