@@ -40,6 +40,7 @@ __global__ void k_kv_store(const int32_t *__restrict__ pos, const int32_t *__res
     vc[dst] = v[t * kv_dim + i];
 }
 
+#ifndef MEMRA_ATT_LAB /* bench/kernels/att_lab.cu includes this file for its kernels alone */
 memra_status cuda_op_kv_store(memra_backend *be, const memra_batch *b, float *k_cache, float *v_cache, int32_t n_ctx,
                               int64_t kv_dim, const float *k, const float *v) {
     int64_t T = b->n_tokens;
@@ -51,6 +52,7 @@ memra_status cuda_op_kv_store(memra_backend *be, const memra_batch *b, float *k_
                                                       kv_dim, k, v);
     return CUDA_LAUNCHED(be, "kv_store");
 }
+#endif
 
 /* ---- attention ---- */
 
@@ -181,6 +183,7 @@ __global__ void __launch_bounds__(256) k_att_combine(att_args a) {
     }
 }
 
+#ifndef MEMRA_ATT_LAB
 memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const float *k_cache, const float *v_cache,
                                int32_t n_ctx, const float *q, const float *gate, int64_t q_tok_stride,
                                int64_t q_head_stride, int32_t n_head, int32_t n_kv, int32_t hd, float scale,
@@ -239,3 +242,4 @@ memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const fl
     }
     return MEMRA_OK;
 }
+#endif
