@@ -658,8 +658,9 @@ static moe_grp_mem moe_grp_layout(void *scratch, int64_t T, int32_t E, int32_t K
  * [w n / W, (w + 1) n / W) of the n = T K routed entries: it counts them per
  * bucket, then, from its own base in each bucket (the buckets' offsets plus
  * the lower warps' counts), places them in order (rank within 32 entries by
- * __match_any_sync). Writes ent, tiles, n_tiles (shared expert tiles after
- * the routed ones when has_shared). */
+ * __match_any_sync). Writes ent, tiles of at most G entries (G >=
+ * MOE_GRP_GMIN), n_tiles (shared expert tiles after the routed ones when
+ * has_shared). */
 __global__ void __launch_bounds__(32 * MOE_GRP_PLAN_WARPS)
     k_moe_grp_plan(const int32_t *__restrict__ ids, int32_t T, int32_t E, int32_t K, int has_shared, int G,
                    int32_t *__restrict__ ent, int32_t *__restrict__ tiles, int32_t *__restrict__ n_tiles) {
