@@ -81,9 +81,6 @@ static int mmv_use(uint32_t type, int64_t in) {
     return env_on("MEMRA_MMV", &on) && mmv_type_ok(type, in);
 }
 
-/* Whether a T >= 16 matmul takes mmvg.cuh (the Q4_K matvec's arithmetic
- * for many tokens: the same bits as T < 16) instead of the GEMM;
- * MEMRA_MMVG=0 sends it to the GEMM. */
 static int mmv6_use(uint32_t type, int64_t in) {
     static int on = -1, on6 = -1;
     return env_on("MEMRA_MMV", &on) && env_on("MEMRA_MMV6", &on6) && mmv6_type_ok(type, in);
@@ -104,8 +101,8 @@ static int mmvg_path(uint32_t type, int64_t in) {
 static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm) {
     if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
     if (a->T >= MM_TC_MIN_T) {
-        const size_t wb = path == 3 ? mmvg_ws_bytes<MEMRA_TYPE_Q6_K>(a->T, a->in) : mmvg_ws_bytes<MEMRA_TYPE_Q4_K>(a->T, a->in);
-        memra_status st = cuda_xs_reserve(be, wb);
+        const uint32_t td = path == 3 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
+        memra_status st = cuda_xs_reserve(be, mmvg_ws_bytes(td, a->T, a->in));
         if (st) return st;
         mmvg_launch(*a, n, path, cuda_of(be)->xs, cuda_of(be)->stream);
         return CUDA_LAUNCHED(be, "matmul: mmvg");

@@ -589,9 +589,11 @@ static void mmv_launch(const mmv_args &a, cudaStream_t s, int ks = 0) {
         mmv_launch_ng<4, ST == 1 ? 0 : ST == 3 ? 2 : ST == 13 ? 12 : ST>(a, s, ks);
 }
 
-/* Fills blk0 for weights 0..n-1 (n_out set); unused entries repeat the end. */
-static inline void mmv_blocks(mmv_args *a, int n) {
-    const int per = a->swiglu ? 16 : 32;
+/* Fills blk0 for weights 0..n-1 (n_out set); unused entries repeat the end.
+ * A block takes `warps` tile pairs (32 rows each, swiglu 16): 1 for k_mmv,
+ * MMVG_W for mmvg.cuh's kernels. */
+static inline void mmv_blocks(mmv_args *a, int n, int warps = 1) {
+    const int per = (a->swiglu ? 16 : 32) * warps;
     a->blk0[0] = 0;
     for (int i = 0; i < 4; i++) a->blk0[i + 1] = a->blk0[i] + (i < n ? (int)((a->n_out[i] + per - 1) / per) : 0);
 }

@@ -25,7 +25,7 @@
  * swiglu: k_mmv6 has none).
  *
  * Grid: x = token tiles (consecutive blocks share weight rows: the rows
- * come from DRAM once and then from L2), y = row blocks (mmvg_blocks). */
+ * come from DRAM once and then from L2), y = row blocks (mmv_blocks with MMVG_W warps a block). */
 #ifndef MEMRA_CUDA_MMVG_CUH
 #define MEMRA_CUDA_MMVG_CUH
 
@@ -38,10 +38,36 @@
 
 /* Words of one (token, super-block) staging: mmv (Q4_K), mmv6 (Q6_K: 2 MMV6_TS halves). */
 template <int TD> __host__ __device__ constexpr int mmvg_tok_w() { return TD == MEMRA_TYPE_Q6_K ? MMV6_TS : MMV_TOK_W; }
+static inline int mmvg_tok_words(uint32_t td) {
+    return td == MEMRA_TYPE_Q6_K ? mmvg_tok_w<MEMRA_TYPE_Q6_K>() : mmvg_tok_w<MEMRA_TYPE_Q4_K>();
+}
 
-/* Workspace bytes of the staged activations: [nsb][T] stagings, then [nsb][T] 1 / s. */
-template <int TD> static inline size_t mmvg_ws_bytes(int64_t T, int64_t in) {
-    return (size_t)(in / 256) * (size_t)T * ((size_t)mmvg_tok_w<TD>() * 4 + 4);
+/* The staged activations of NR rows of `in` elements for type td: [nsb][NR]
+ * stagings from xs, then [nsb][NR] 1 / s (mmvg_xsinv); mmvg_ws_bytes in all. */
+static inline size_t mmvg_ws_bytes(uint32_t td, int64_t NR, int64_t in) {
+    return (size_t)(in / 256) * (size_t)NR * ((size_t)mmvg_tok_words(td) * 4 + 4);
+}
+static inline float *mmvg_xsinv(uint32_t *xs, uint32_t td, int64_t NR, int64_t in) {
+    return (float *)(xs + (size_t)(in / 256) * (size_t)NR * (size_t)mmvg_tok_words(td));
+}
+
+/* Warp w of NW stages super-blocks w, w + NW, .. of the row x (`in`
+ * elements; with the input norm nw and the row's factor *ninv) as row
+ * `row` of the [nsb][NR] layout above: mmv_stage / mmv6_stage of one token. */
+template <int TD, int NW>
+__device__ __forceinline__ void mmvg_stage_row(const float *__restrict__ x, int64_t in, const float *__restrict__ nw,
+                                               const float *ninv, int64_t NR, int64_t row, uint32_t *__restrict__ xs,
+                                               float *__restrict__ xsinv) {
+    const int lane = threadIdx.x & 31;
+    for (int c = threadIdx.x >> 5; c < (int)(in / 256); c += NW) {
+        uint32_t *d = xs + ((int64_t)c * NR + row) * mmvg_tok_w<TD>();
+        float si[1];
+        if constexpr (TD == MEMRA_TYPE_Q6_K)
+            mmv6_stage<1>(x, in, 1, c, lane, nw, ninv, (__half *)d, si);
+        else
+            mmv_stage<1>(x, in, 1, c, lane, d, si, nullptr, nw, ninv);
+        if (lane == 0) xsinv[(int64_t)c * NR + row] = si[0];
+    }
 }
 
 /* Launch contract: grid (T), block 32 MMVG_PREP_W. Token t's super-block c
@@ -52,38 +78,27 @@ __global__ void __launch_bounds__(32 * MMVG_PREP_W) k_mmvg_prep(const float *__r
                                                                 uint32_t *__restrict__ xs, float *__restrict__ xsinv) {
     __shared__ float ninv[1];
     pdl_start();
-    const int t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int t = blockIdx.x;
     const float *xt = x + (int64_t)t * in;
     if (nw) block_inv_rms(xt, in, 1, eps, ninv);
-    const int nsb = (int)(in / 256);
-    for (int c = w; c < nsb; c += MMVG_PREP_W) {
-        uint32_t *d = xs + ((int64_t)c * T + t) * mmvg_tok_w<TD>();
-        float si[1];
-        if constexpr (TD == MEMRA_TYPE_Q6_K)
-            mmv6_stage<1>(xt, in, 1, c, lane, nw, nw ? ninv : nullptr, (__half *)d, si);
-        else
-            mmv_stage<1>(xt, in, 1, c, lane, d, si, nullptr, nw, nw ? ninv : nullptr);
-        if (lane == 0) xsinv[(int64_t)c * T + t] = si[0];
-    }
+    mmvg_stage_row<TD, MMVG_PREP_W>(xt, in, nw, nw ? ninv : nullptr, T, t, xs, xsinv);
 }
 
 /* The super-block loop of k_mmvg / k_mmv6g (and moe.cu's grouped kernels):
  * ks chains over k_mmv's ranges (k nsb / ks ..), added in chain order into
- * tot. Super-block c + 1's copies are issued right after the barrier that
- * ends c's (the cnt stagings, and issue(c + 1) for a caller's own
- * cp.async), so they fly while c is multiplied; per super-block: pre(c)
- * (the warp's weight loads into registers), the wait and the barrier, then
- * mul(c, stg, sinv, acc). (Weight bytes through a cp.async ring in shared
- * memory instead of registers, filled by issue: slower on the H200, 9b
- * q4_k_m prefill 512 3,939 against 4,677 tok/s, MoE 827 against 706 us a
- * layer; not kept.) Entry i's
- * staging of super-block c is row ro[i] (t0 + i without ro) of the prep's
- * [nsb][NR] rows. */
-template <int TD, int NG, int W, class Pre, class Issue, class Mul>
+ * tot. Super-block c + 1's staging copies are issued right after the
+ * barrier that ends c's, so they fly while c is multiplied; per super-block:
+ * pre(c) (the warp's weight loads into registers), the wait and the
+ * barrier, then mul(c, stg, sinv, acc). Entry i's staging of super-block c
+ * is row ro[i] (t0 + i without ro) of the prep's [nsb][NR] rows. (Weight
+ * bytes through a cp.async ring in shared memory instead of registers:
+ * slower on the H200, 9b q4_k_m prefill 512 3,939 against 4,677 tok/s, MoE
+ * 827 against 706 us a layer; not kept.) */
+template <int TD, int NG, int W, class Pre, class Mul>
 __device__ __forceinline__ void mmvg_loop(int nsb, int ks, int64_t NR, int t0, const int32_t *ro, int cnt,
                                           const uint32_t *__restrict__ xs, const float *__restrict__ xsinv,
                                           uint32_t (*stg)[4 * NG * mmvg_tok_w<TD>()], float (&tot)[2][NG][2],
-                                          Pre pre, Issue issue, Mul mul) {
+                                          Pre pre, Mul mul) {
     constexpr int TW = mmvg_tok_w<TD>(), TQ = TW / 4; /* 16-byte chunks of a staging */
     const int tig = threadIdx.x & 3;
     auto row = [&](int i) { return (int64_t)(ro ? ro[i] : t0 + i); };
@@ -93,7 +108,6 @@ __device__ __forceinline__ void mmvg_loop(int nsb, int ks, int64_t NR, int t0, c
             const int i = j / TQ;
             mmv_cp16(dst + j, (const uint4 *)(xs + ((int64_t)c * NR + row(i)) * TW) + (j - i * TQ));
         }
-        issue(c);
         mmv_cp_commit();
     };
     copy(0);
@@ -143,20 +157,36 @@ __device__ __forceinline__ void mmvg_q4k_pair(int nsb, int ks, int64_t NR, int t
 #pragma unroll
                 for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], c, tig);
         },
-        [&](int) {},
         [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
             if (live) mmv_sb_q4k<NG>(cur, acc, sg, sinv, cnt, gid, tig);
         });
 }
 
-/* blk0 for the W-warp blocks (a->n_out set, n weights; rows per warp: 32, swiglu 16). */
-static inline void mmvg_blocks(mmv_args *a, int n) {
-    const int per = (a->swiglu ? 16 : 32) * MMVG_W;
-    a->blk0[0] = 0;
-    for (int i = 0; i < 4; i++) a->blk0[i + 1] = a->blk0[i] + (i < n ? (int)((a->n_out[i] + per - 1) / per) : 0);
+/* The same for two Q6_K 16-row tiles (mmv6_sb per tile). */
+template <int NG, int W>
+__device__ __forceinline__ void mmvg_q6k_pair(int nsb, int ks, int64_t NR, int t0, const int32_t *ro, int cnt,
+                                              const uint32_t *__restrict__ xs, const float *__restrict__ xsinv,
+                                              uint32_t (*stg)[4 * NG * MMV6_TS], const uint8_t *const (&rows)[2][2],
+                                              bool live, float (&tot)[2][NG][2]) {
+    const int gid = (threadIdx.x & 31) >> 2, tig = threadIdx.x & 3;
+    mmv6_raw cur[2][2];
+    mmvg_loop<MEMRA_TYPE_Q6_K, NG, W>(
+        nsb, ks, NR, t0, ro, cnt, xs, xsinv, stg, tot,
+        [&](int c) {
+            if (live)
+#pragma unroll
+                for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++) mmv6_load(cur[tl][r], rows[tl][r] + (int64_t)c * 210, tig, (c & 1) == 0);
+        },
+        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
+            if (live)
+#pragma unroll
+                for (int tl = 0; tl < 2; tl++) mmv6_sb<NG>(cur[tl], acc[tl], (const __half *)sg, sinv, cnt, gid, tig);
+        });
 }
 
-/* Launch contract: grid (ceil(T / (4 NG)), blk0[4] from mmvg_blocks), block
+/* Launch contract: grid (ceil(T / (4 NG)), blk0[4] from mmv_blocks(.., MMVG_W)), block
  * 32 W; xs, xsinv from k_mmvg_prep<Q4_K> of a.x (and a.nw); mmv.cuh's
  * contract otherwise (in % 256 == 0, aligned rows). */
 template <int NG, int W>
@@ -236,22 +266,8 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmv6g(mmv_args a, const uint32_t 
         }
     const bool live = tile0 < nrow;
     float tot[2][NG][2];
-    mmv6_raw cur[2][2];
-    mmvg_loop<MEMRA_TYPE_Q6_K, NG, W>(
-        (int)(a.in / 256), mmv_ks((int)(a.in / 256)), a.T, t0, nullptr, cnt, xs, xsinv, stg, tot,
-        [&](int c) {
-            if (live)
-#pragma unroll
-                for (int tl = 0; tl < 2; tl++)
-#pragma unroll
-                    for (int r = 0; r < 2; r++) mmv6_load(cur[tl][r], rows[tl][r] + (int64_t)c * 210, tig, (c & 1) == 0);
-        },
-        [&](int) {},
-        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
-            if (live)
-#pragma unroll
-                for (int tl = 0; tl < 2; tl++) mmv6_sb<NG>(cur[tl], acc[tl], (const __half *)sg, sinv, cnt, gid, tig);
-        });
+    const int nsb = (int)(a.in / 256);
+    mmvg_q6k_pair<NG, W>(nsb, mmv_ks(nsb), a.T, t0, nullptr, cnt, xs, xsinv, stg, rows, live, tot);
     if (!live) return;
 #pragma unroll
     for (int g = 0; g < NG; g++) {
@@ -270,27 +286,22 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmv6g(mmv_args a, const uint32_t 
 }
 
 /* The prep launch, then the multiply: path 1 = Q4_K (k_mmvg), 3 = Q6_K
- * (k_mmv6g). ws: mmvg_ws_bytes of the path's type. */
+ * (k_mmv6g). ws: mmvg_ws_bytes of the path's type, T rows. */
 static inline void mmvg_launch(mmv_args a, int n, int path, void *ws, cudaStream_t s) {
     constexpr int G = 4 * MMVG_NG;
-    const int64_t nsb = a.in / 256;
+    const uint32_t td = path == 3 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
     uint32_t *xs = (uint32_t *)ws;
+    float *xsinv = mmvg_xsinv(xs, td, a.T, a.in);
+    mmv_blocks(&a, n, MMVG_W);
+    const dim3 grid((unsigned)((a.T + G - 1) / G), (unsigned)a.blk0[4]);
     if (path == 1) {
-        float *xsinv = (float *)(xs + (size_t)nsb * a.T * MMV_TOK_W);
         cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q4_K>, (unsigned)a.T, 32u * MMVG_PREP_W, 0, s, a.x, a.in, a.T, a.nw, a.eps,
                     xs, xsinv);
-        mmvg_blocks(&a, n);
-        cuda_launch(k_mmvg<MMVG_NG, MMVG_W>, dim3((unsigned)((a.T + G - 1) / G), (unsigned)a.blk0[4]), 32u * MMVG_W, 0,
-                    s, a, (const uint32_t *)xs, (const float *)xsinv);
+        cuda_launch(k_mmvg<MMVG_NG, MMVG_W>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs, (const float *)xsinv);
     } else {
-        float *xsinv = (float *)(xs + (size_t)nsb * a.T * MMV6_TS);
         cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q6_K>, (unsigned)a.T, 32u * MMVG_PREP_W, 0, s, a.x, a.in, a.T, a.nw, a.eps,
                     xs, xsinv);
-        const int per = 32 * MMVG_W;
-        a.blk0[0] = 0;
-        for (int i = 0; i < 4; i++) a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + per - 1) / per) : 0);
-        cuda_launch(k_mmv6g<MMVG_NG, MMVG_W>, dim3((unsigned)((a.T + G - 1) / G), (unsigned)a.blk0[4]), 32u * MMVG_W,
-                    0, s, a, (const uint32_t *)xs, (const float *)xsinv);
+        cuda_launch(k_mmv6g<MMVG_NG, MMVG_W>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs, (const float *)xsinv);
     }
 }
 

@@ -757,18 +757,9 @@ __global__ void __launch_bounds__(32 * MOE_GRP_PLAN_WARPS)
                    uint32_t *__restrict__ xs, float *__restrict__ xsinv) {
     pdl_start();
     const int64_t e = blockIdx.x, t = e / (K + 1);
-    const int j = (int)(e - t * (K + 1)), lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int64_t in = j < K ? F : Fs;
+    const int j = (int)(e - t * (K + 1));
     const float *x = act + t * (Fs + (int64_t)K * F) + (j < K ? Fs + (int64_t)j * F : 0);
-    for (int c = w; c < (int)(in / 256); c += MOE_GRP_PLAN_WARPS) {
-        uint32_t *d = xs + ((int64_t)c * NE + e) * mmvg_tok_w<TD>();
-        float si[1];
-        if constexpr (TD == MEMRA_TYPE_Q6_K)
-            mmv6_stage<1>(x, in, 1, c, lane, nullptr, nullptr, (__half *)d, si);
-        else
-            mmv_stage<1>(x, in, 1, c, lane, d, si, nullptr, nullptr, nullptr);
-        if (lane == 0) xsinv[(int64_t)c * NE + e] = si[0];
-    }
+    mmvg_stage_row<TD, MOE_GRP_PLAN_WARPS>(x, j < K ? F : Fs, nullptr, nullptr, NE, e, xs, xsinv);
 }
 
 /* Launch contract: grid (moe_grp_max_tiles, ceil(max(F, Fs) / (16 W))),
@@ -874,35 +865,16 @@ __global__ void __launch_bounds__(32 * W, MINB)
     const int nsb = (int)((shared ? Fs : F) / 256);
     const size_t bytes = shared ? rbs : rb;
     const uint8_t *base = (shared ? Sd : Wd + (int64_t)b * H * rb) + ((live ? tile : 0) + gid) * (int64_t)bytes;
+    const uint8_t *rows[2][2]; /* tile q = rows tile + 16 q .., rows gid and gid + 8 */
+#pragma unroll
+    for (int q = 0; q < 2; q++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) rows[q][r] = base + (16 * q + 8 * r) * (int64_t)bytes;
     float d[2][NG][2];
-    mmv_raw c4[2];
-    mmv6_raw c6[2][2];
-    mmvg_loop<TD, NG, W>(
-        nsb, nsb, NE, 0, ro, cnt, xs, xsinv, stg, d,
-        [&](int c) {
-            if (!live) return;
-            if constexpr (TD == MEMRA_TYPE_Q4_K) {
-#pragma unroll
-                for (int q = 0; q < 2; q++)
-                    c4[q].load(base + 16 * q * (int64_t)bytes, base + (16 * q + 8) * (int64_t)bytes, c, tig);
-            } else {
-#pragma unroll
-                for (int q = 0; q < 2; q++)
-#pragma unroll
-                    for (int r = 0; r < 2; r++)
-                        mmv6_load(c6[q][r], base + (16 * q + 8 * r) * (int64_t)bytes + (int64_t)c * 210, tig,
-                                  (c & 1) == 0);
-            }
-        },
-        [&](int) {},
-        [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
-            if (!live) return;
-            if constexpr (TD == MEMRA_TYPE_Q4_K)
-                mmv_sb_q4k<NG, 2>(c4, acc, sg, sinv, cnt, gid, tig);
-            else
-#pragma unroll
-                for (int q = 0; q < 2; q++) mmv6_sb<NG>(c6[q], acc[q], (const __half *)sg, sinv, cnt, gid, tig);
-        });
+    if constexpr (TD == MEMRA_TYPE_Q4_K)
+        mmvg_q4k_pair<NG, W>(nsb, nsb, NE, 0, ro, cnt, xs, xsinv, stg, rows, live, d);
+    else
+        mmvg_q6k_pair<NG, W>(nsb, nsb, NE, 0, ro, cnt, xs, xsinv, stg, rows, live, d);
     if (!live) return;
 #pragma unroll
     for (int g = 0; g < NG; g++) {
@@ -1021,16 +993,15 @@ static memra_status moe_grp_run(memra_backend *be, const memra_moe_params *p, co
     const uint8_t *Sd = shared ? (const uint8_t *)p->down_shexp->data : NULL;
     /* the activations staged once: xn per (super-block, token), act per (super-block, entry) */
     const uint32_t td = p->down_exps->type;
-    const int64_t NE = T * (K + 1), nsb_h = H / 256, nsb_d = (F > Fs ? F : Fs) / 256;
-    const int dtw = td == MEMRA_TYPE_Q6_K ? mmvg_tok_w<MEMRA_TYPE_Q6_K>() : mmvg_tok_w<MEMRA_TYPE_Q4_K>();
-    const size_t gub = (size_t)(nsb_h * T) * (MMV_TOK_W * 4 + 4), dnb = (size_t)(nsb_d * NE) * (size_t)(dtw * 4 + 4);
-    if ((st = cuda_xs_reserve(be, gub + dnb))) return st;
+    const int64_t NE = T * (K + 1);
+    const int64_t fmax = F > Fs ? F : Fs;
+    const size_t gub = mmvg_ws_bytes(MEMRA_TYPE_Q4_K, T, H);
+    if ((st = cuda_xs_reserve(be, gub + mmvg_ws_bytes(td, NE, fmax)))) return st;
     uint32_t *xg = (uint32_t *)cuda_of(be)->xs, *xd = (uint32_t *)((char *)xg + gub);
-    float *xgs = (float *)(xg + (size_t)(nsb_h * T) * MMV_TOK_W), *xds = (float *)(xd + (size_t)(nsb_d * NE) * dtw);
+    float *xgs = mmvg_xsinv(xg, MEMRA_TYPE_Q4_K, T, H), *xds = mmvg_xsinv(xd, td, NE, fmax);
     cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q4_K>, (unsigned)T, 32u * MMVG_PREP_W, 0, s, xn, H, (int)T,
                 (const float *)nullptr, 0.0f, xg, xgs);
     if ((st = CUDA_LAUNCHED(be, "moe_block: gate/up staging"))) return st;
-    const int64_t fmax = F > Fs ? F : Fs;
     const dim3 ggu(nt, (unsigned)((fmax + 16 * MOE_GRP_GU_W - 1) / (16 * MOE_GRP_GU_W)));
     if (ng == 4)
         moe_grp_gu_launch<4>(ggu, s, p, Sg, Su, H, F, Fs, E, K, act, m, xg, xgs, T);
