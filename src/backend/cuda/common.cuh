@@ -99,6 +99,18 @@ __device__ __forceinline__ void pdl_start(void) {
 #endif
 }
 
+/* 16-byte cp.async (global -> shared, L2 only), its commit and its wait for all but N groups */
+__device__ __forceinline__ void mmv_cp16(void *sdst, const void *gsrc) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(sdst)),
+                 "l"(gsrc)
+                 : "memory");
+}
+__device__ __forceinline__ void mmv_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void mmv_cp_wait(void) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 /* kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute when
  * cuda_pdl is set. */
 template <typename... P, typename... A>

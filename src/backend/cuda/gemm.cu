@@ -44,11 +44,12 @@
 #define GK 64  /* columns per step: two dq groups */
 #define GLD 72 /* shared row stride in halves: 144 bytes, so ldmatrix's 8 rows hit 8 distinct 16-byte bank groups */
 
-/* Weight matrices of at most this many rows take the matvec kernel (matvec.cuh) at every T: a 128-row tile
- * would leave most of the block idle and the grid a few blocks long (the GDN ssm_alpha / ssm_beta
- * projections have 32 or 48 rows). The choice depends on the shape alone, so a token's result still does
- * not depend on T. */
-#define G_MV_MAX_ROWS 64
+/* Weight matrices of at most this many rows take the matvec kernel (matvec.cuh) at every T: the 128 x 128
+ * tiles would make a grid of a few blocks (the GDN ssm_alpha / ssm_beta projections have 32 or 48 rows, the
+ * MoE routers 256 or 512: the 35B-A3B router took 8 blocks and ~150 us per layer at T = 512). The choice
+ * depends on the shape alone, so a token's result still does not depend on T; these rows get the decode
+ * matvec's bits. */
+#define G_MV_MAX_ROWS 512
 
 /* the element count of one shared stage: 2 activation tiles (hi, lo), NW weight tiles */
 #define G_STAGE(NW) ((2 * GM + (NW) * GN) * GLD)
@@ -95,6 +96,39 @@ __global__ void __launch_bounds__(256) k_tc_scale(const float *__restrict__ x, i
     if (lane) return;
     const int es = m > 0.0f ? mv_split_exp(m) : 0;
     scale[t] = __uint_as_float((uint32_t)(es + 127) << 23);
+}
+
+/* The epilogue of k_gemm and k_gemm_q8: a warp's 64 tokens (from tb) x 32
+ * rows (from ob) to y, times 1 / s_t. Accumulator (mi, ni): c0 c1 token g,
+ * rows 2 (lane % 4) + 0, 1; c2 c3 token g + 8. */
+__device__ __forceinline__ void g_store(const float (&acc)[4][4][4], int64_t tb, int64_t ob, int lane,
+                                        const float *__restrict__ xscale, float *__restrict__ y, int64_t T,
+                                        int64_t n_out, int accumulate) {
+    const bool pair = (n_out & 1) == 0;
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int64_t t = tb + 16 * mi + (lane >> 2) + 8 * h;
+            if (t >= T) continue;
+            const float inv = 1.0f / xscale[t]; /* exact: a power of two */
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                int64_t o = ob + 8 * ni + 2 * (lane & 3);
+                float c0 = acc[mi][ni][2 * h] * inv, c1 = acc[mi][ni][2 * h + 1] * inv;
+                float *yp = y + t * n_out + o;
+                if (pair && o < n_out) {
+                    if (accumulate) {
+                        float2 old = *(float2 *)yp;
+                        c0 += old.x, c1 += old.y;
+                    }
+                    *(float2 *)yp = make_float2(c0, c1);
+                } else {
+                    if (o < n_out) yp[0] = accumulate ? yp[0] + c0 : c0;
+                    if (o + 1 < n_out) yp[1] = accumulate ? yp[1] + c1 : c1;
+                }
+            }
+        }
 }
 
 /* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256 (8
@@ -234,32 +268,202 @@ __global__ void __launch_bounds__(256, 1)
         __syncthreads();
     }
 
-    /* accumulator (mi, ni): c0 c1 token g, rows 2 (lane % 4) + 0, 1; c2 c3 token g + 8 */
-    const bool pair = (n_out & 1) == 0;
+    g_store(acc, t0 + wm, r0 + wn, lane, xscale, y, T, n_out, accumulate);
+}
+
+/* ---- Q8_0: exact weights ----
+ *
+ * A Q8_0 weight is d q with q an int8, and q is exact in fp16: the weights
+ * need no low part. Per 32-column group the MMAs start from zero, so C =
+ * sum q x over the group (x split into hi + lo as above: 4 MMAs per 16 x 8
+ * tile and group, small terms first: lo k 0-15, lo k 16-31, hi k 0-15, hi
+ * k 16-31), and the group's scale is applied in fp32: acc = fma(C, d, acc).
+ * Two MMAs per product instead of three, and no dequantization or weight
+ * split in the staging: a thread turns its group's 32 int8 into fp16 with
+ * one byte permute and one exact HSUB2 per pair. The activations are scaled
+ * and split once per token by k_gemm_xsplit (k_gemm does it in every block,
+ * n_out / 128 times over) and copied into shared memory with cp.async.
+ *
+ * Bits: a token's result depends only on its own activations and the row
+ * length, as in k_gemm (the same MMA chain per output element whatever the
+ * tile or T). They differ from k_gemm's (more exact: no weight rounding) and
+ * from the T < 16 matvec's, the known gap of matmul.cu.
+ *
+ * Needs in % 64 == 0: then every row starts 4-byte aligned (34 in / 32
+ * bytes) and a 64-column step never ends inside a row. Other row lengths take
+ * k_gemm. MEMRA_GEMM_Q8=0 in the environment sends Q8_0 to k_gemm too. */
+
+#define GQ_STAGE_HALVES (3 * GM * GLD)                                     /* x hi, x lo (GM rows), weights (GN rows) */
+#define GQ_STAGE_BYTES (GQ_STAGE_HALVES * 2 + 2 * GN * (int)sizeof(float)) /* + the group scales */
+
+/* xp rows for k_gemm_q8: the hi parts of x_t s_t at xp + t in, the lo parts
+ * at xp + (T + t) in, s_t (k_tc_scale's) at scale[t]. Block per token. */
+__global__ void __launch_bounds__(256) k_gemm_xsplit(const float *__restrict__ x, int64_t in, int64_t T,
+                                                     float *__restrict__ scale, __half *__restrict__ xp) {
+    __shared__ float red[8];
+    pdl_start();
+    const int64_t t = blockIdx.x;
+    const float4 *p = (const float4 *)(x + t * in);
+    float m = 0.0f;
+    for (int64_t i = threadIdx.x; i < in / 4; i += 256) {
+        const float4 v = __ldg(p + i);
+        m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = red[0];
 #pragma unroll
-    for (int mi = 0; mi < 4; mi++)
+    for (int i = 1; i < 8; i++) m = fmaxf(m, red[i]); /* a max: any order gives k_tc_scale's value */
+    const float s = __uint_as_float((uint32_t)((m > 0.0f ? mv_split_exp(m) : 0) + 127) << 23);
+    if (threadIdx.x == 0) scale[t] = s;
+    uint2 *hp = (uint2 *)(xp + t * in), *lp = (uint2 *)(xp + (T + t) * in);
+    for (int64_t i = threadIdx.x; i < in / 4; i += 256) {
+        const float4 v = __ldg(p + i);
+        uint32_t l0, l1;
+        hp[i] = make_uint2(g_pack_hi(v.x * s, v.y * s, &l0), g_pack_hi(v.z * s, v.w * s, &l1));
+        lp[i] = make_uint2(l0, l1);
+    }
+}
+
+/* c = a b, from a zero accumulator */
+__device__ __forceinline__ void g_mma0(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};\n"
+                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+}
+
+/* 4 int8 (a word) -> 2 words of 2 exact fp16: 0x64 above each biased byte
+ * is 1024 + q + 128, minus 1152 */
+__device__ __forceinline__ void g_q8_to_h2(uint32_t w, uint32_t *h01, uint32_t *h23) {
+    const uint32_t u = w ^ 0x80808080u;
+    const __half2 bias = __half2half2(__ushort_as_half(0x6480)); /* 1152 */
+    uint32_t a = __byte_perm(u, 0x64646464u, 0x4140), b = __byte_perm(u, 0x64646464u, 0x4342);
+    __half2 ha = __hsub2(*(__half2 *)&a, bias), hb = __hsub2(*(__half2 *)&b, bias);
+    *h01 = *(uint32_t *)&ha, *h23 = *(uint32_t *)&hb;
+}
+
+/* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256, 2 *
+ * GQ_STAGE_BYTES of dynamic shared memory; in % 64 == 0; xp and xscale from
+ * k_gemm_xsplit. Staging per step of 64 columns: thread i converts group
+ * i % 2 of weight row i / 2 (the pair loads the row's 68 bytes as 17 aligned
+ * words, sharing word 8) and copies 8 16-byte chunks of the x tiles
+ * (part j / 4, token i / 8 + 32 (j % 4), columns 8 (i % 8)). Tokens and rows
+ * past the end read token T - 1 / row 0; the rows are zeroed. Warps: as
+ * k_gemm. */
+__global__ void __launch_bounds__(256, 1)
+    k_gemm_q8(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
+              const __half *__restrict__ xp, const float *__restrict__ xscale, float *__restrict__ y, int64_t T,
+              int accumulate) {
+    extern __shared__ __align__(16) __half g_sm[];
+    pdl_start();
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN;
+
+    const int wr = tid >> 1, wh = tid & 1;
+    const bool wok = r0 + wr < n_out;
+    const uint32_t *wrow = (const uint32_t *)(W + (wok ? r0 + wr : 0) * row_bytes) + 8 * wh;
+    const int xc = tid & 7;
+    const __half *xrow[4];
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int64_t t = t0 + wm + 16 * mi + (lane >> 2) + 8 * h;
-            if (t >= T) continue;
-            const float inv = 1.0f / xscale[t]; /* exact: a power of two */
+    for (int j = 0; j < 4; j++) {
+        const int64_t t = t0 + (tid >> 3) + 32 * j;
+        xrow[j] = xp + (t < T ? t : T - 1) * in + 8 * xc;
+    }
+    const int64_t lo_off = T * in;
+    auto xcopy = [&](__half *st, int64_t kt) {
 #pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                int64_t o = r0 + wn + 8 * ni + 2 * (lane & 3);
-                float c0 = acc[mi][ni][2 * h] * inv, c1 = acc[mi][ni][2 * h + 1] * inv;
-                float *yp = y + t * n_out + o;
-                if (pair && o < n_out) {
-                    if (accumulate) {
-                        float2 old = *(float2 *)yp;
-                        c0 += old.x, c1 += old.y;
-                    }
-                    *(float2 *)yp = make_float2(c0, c1);
-                } else {
-                    if (o < n_out) yp[0] = accumulate ? yp[0] + c0 : c0;
-                    if (o + 1 < n_out) yp[1] = accumulate ? yp[1] + c1 : c1;
+        for (int j = 0; j < 8; j++)
+            mmv_cp16(st + (j >> 2) * GM * GLD + ((tid >> 3) + 32 * (j & 3)) * GLD + 8 * xc,
+                     xrow[j & 3] + (j >> 2) * lo_off + 64 * kt);
+        mmv_cp_commit();
+    };
+    uint32_t v[9];
+    auto wload = [&](int64_t kt) {
+        const uint32_t *p = wrow + 17 * kt;
+#pragma unroll
+        for (int i = 0; i < 9; i++) v[i] = __ldg(p + i);
+    };
+    auto wstore = [&](__half *st) {
+        __half *ws = st + 2 * GM * GLD + wr * GLD + 32 * wh;
+        float *ds = (float *)(st + GQ_STAGE_HALVES);
+        const uint32_t sh = wh ? 32 : 16; /* group 0: bytes 2-33 of words 0-8; group 1: words 9-16 (v[1..8]) */
+        uint32_t hw[16];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            g_q8_to_h2(wok ? __funnelshift_rc(v[i], v[i + 1], sh) : 0u, &hw[2 * i], &hw[2 * i + 1]);
+#pragma unroll
+        for (int i = 0; i < 4; i++) ((uint4 *)ws)[i] = make_uint4(hw[4 * i], hw[4 * i + 1], hw[4 * i + 2], hw[4 * i + 3]);
+        const uint16_t d = (uint16_t)(wh ? v[0] >> 16 : v[0]);
+        ds[2 * wr + wh] = wok ? __half2float(__ushort_as_half(d)) : 0.0f;
+    };
+
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
+    const int wm = (w >> 2) * 64, wn = (w & 3) * 32;
+    const int a_off = (wm + (lane & 15)) * GLD + (lane >> 4) * 8;
+    const int b_off = (wn + (lane & 7) + ((lane >> 4) << 3)) * GLD + ((lane >> 3) & 1) * 8;
+
+    const int64_t nk = in / GK;
+    xcopy(g_sm, 0);
+    wload(0);
+    wstore(g_sm);
+    mmv_cp_wait<0>();
+    __syncthreads();
+    for (int64_t kt = 0; kt < nk; kt++) {
+        const __half *cur = g_sm + (kt & 1) * (GQ_STAGE_BYTES / 2);
+        __half *nxt = g_sm + ((kt + 1) & 1) * (GQ_STAGE_BYTES / 2);
+        const bool more = kt + 1 < nk;
+        if (more) xcopy(nxt, kt + 1), wload(kt + 1);
+        const float *ds = (const float *)(cur + GQ_STAGE_HALVES);
+#pragma unroll
+        for (int g = 0; g < 2; g++) {
+            uint32_t a[2][2][4][4], b[2][4][2]; /* a[part][k16][mi], b[k16][ni] */
+            float dv[4][2];
+#pragma unroll
+            for (int p = 0; p < 2; p++)
+#pragma unroll
+                for (int k = 0; k < 2; k++)
+#pragma unroll
+                    for (int mi = 0; mi < 4; mi++)
+                        g_ldsm4(a[p][k][mi], cur + p * GM * GLD + a_off + mi * 16 * GLD + 32 * g + 16 * k);
+#pragma unroll
+            for (int k = 0; k < 2; k++)
+#pragma unroll
+                for (int nj = 0; nj < 2; nj++) {
+                    uint32_t r[4];
+                    g_ldsm4(r, cur + 2 * GM * GLD + b_off + nj * 16 * GLD + 32 * g + 16 * k);
+                    b[k][2 * nj][0] = r[0], b[k][2 * nj][1] = r[1];
+                    b[k][2 * nj + 1][0] = r[2], b[k][2 * nj + 1][1] = r[3];
                 }
-            }
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) dv[ni][e] = ds[2 * (wn + 8 * ni + 2 * (lane & 3) + e) + g];
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    float c[4];
+                    g_mma0(c, a[1][0][mi], b[0][ni]);
+                    g_mma(c, a[1][1][mi], b[1][ni]);
+                    g_mma(c, a[0][0][mi], b[0][ni]);
+                    g_mma(c, a[0][1][mi], b[1][ni]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) acc[mi][ni][e] = fmaf(c[e], dv[ni][e & 1], acc[mi][ni][e]);
+                }
         }
+        if (more) wstore(nxt);
+        mmv_cp_wait<0>();
+        __syncthreads();
+    }
+    g_store(acc, t0 + wm, r0 + wn, lane, xscale, y, T, n_out, accumulate);
 }
 
 /* fp16 parts of a decoded weight: F16 weights are their own high part, and so are BF16 weights (8 mantissa
@@ -315,6 +519,29 @@ static memra_status tc_scale_reserve(memra_backend *be, int64_t T) {
     return MEMRA_OK;
 }
 
+/* The Q8_0 path (k_gemm_xsplit + k_gemm_q8): the split activations in the
+ * backend's second workspace (xs), 4 bytes per element. */
+static memra_status gemm_q8_run(memra_backend *be, const uint8_t *W, size_t rb, int64_t in, int64_t n_out,
+                                const float *x, float *y, int64_t T, int accumulate) {
+    cuda_impl *c = cuda_of(be);
+    memra_status st = tc_scale_reserve(be, T);
+    if (!st) st = cuda_xs_reserve(be, (size_t)T * (size_t)in * 2 * sizeof(__half));
+    if (st) return st;
+    __half *xp = (__half *)c->xs;
+    cuda_launch(k_gemm_xsplit, (unsigned)T, 256, 0, c->stream, x, in, T, c->tc_scale, xp);
+    const int smem = 2 * GQ_STAGE_BYTES;
+    static bool attr_set = false;
+    if (!attr_set) {
+        cudaError_t e = cudaFuncSetAttribute(k_gemm_q8, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return cuda_check(be, e, "gemm q8_0: shared memory");
+        attr_set = true;
+    }
+    dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
+    cuda_launch(k_gemm_q8, grid, 256, smem, c->stream, W, rb, in, n_out, (const __half *)xp,
+                (const float *)c->tc_scale, y, T, accumulate);
+    return CUDA_LAUNCHED(be, "gemm q8_0");
+}
+
 memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                           int accumulate) {
     int64_t in = w->ne[0], n_out = w->ne[1];
@@ -322,6 +549,9 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     const uint8_t *W = (const uint8_t *)w->data;
     cudaStream_t s = cuda_of(be)->stream;
     const bool narrow = n_out <= G_MV_MAX_ROWS;
+    static int q8_on = -1;
+    if (!narrow && w->type == MEMRA_TYPE_Q8_0 && in % GK == 0 && env_on("MEMRA_GEMM_Q8", &q8_on))
+        return gemm_q8_run(be, W, rb, in, n_out, x, y, T, accumulate);
     cudaError_t e = cudaSuccess;
     const float *xs = NULL;
     if (!narrow) {

@@ -168,17 +168,6 @@ struct mmv_raw {
     }
 };
 
-__device__ __forceinline__ void mmv_cp16(void *sdst, const void *gsrc) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(sdst)),
-                 "l"(gsrc)
-                 : "memory");
-}
-__device__ __forceinline__ void mmv_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void mmv_cp_wait(void) {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 /* B fragments of super-block sb for tokens 0..T-1 into the warp's staging
  * area stg: lane L converts elements 8 L .. 8 L + 7 of each token (tig =
  * L / 8, j >> 1 = (L / 4) & 1, MMAs 4 (L & 3) .. 4 (L & 3) + 3). The scale s
