@@ -735,6 +735,62 @@ static int gate_attention(gate *g, const gate_model *m) {
     return 0;
 }
 
+/* Prefill attention (T >= 16 takes the CUDA backend's query-tiled kernel):
+ * two sequences whose tokens share a tile, against the CPU; then each
+ * sequence's rows recomputed in other chunks (the 30-token run alone, its
+ * last 17 tokens alone: other tiles, other T) must give the same bits. */
+static int gate_attention_pf(gate *g, const gate_model *m) {
+    const int32_t n_ctx = 4096, n_slots = 3, hd = 256;
+    const int64_t kv_dim = (int64_t)m->n_kv * hd, ts = (int64_t)m->n_head * 512, orow = (int64_t)m->n_head * hd;
+    int32_t len[2] = {21, 30}, pos0[2] = {100, 3970}, slots[2] = {0, 2};
+    bpair b;
+    if (bpair_make(g, &b, 2, len, pos0, slots, 100)) return -1;
+    const int64_t T = 51;
+    buf kc, vc, k, v, qg, out;
+    size_t cn = (size_t)n_slots * n_ctx * kv_dim;
+    if (buf_make(g, &kc, cn, -1, 1) || buf_make(g, &vc, cn, -1, 1) || buf_make(g, &k, (size_t)(T * kv_dim), -1, 1) ||
+        buf_make(g, &v, (size_t)(T * kv_dim), -1, 1) || buf_make(g, &qg, (size_t)(T * ts), -1, 1) ||
+        buf_make(g, &out, (size_t)(T * orow), 0, 0))
+        return -1;
+    GTRY(g, g->cpu->ops->kv_store(g->cpu, &b.c, kc.h, vc.h, n_ctx, kv_dim, k.h, v.h));
+    GTRY(g, g->gpu->ops->kv_store(g->gpu, &b.g, kc.d, vc.d, n_ctx, kv_dim, k.d, v.d));
+    GTRY(g, gpoison(g, out.d, out.n * 4));
+    GTRY(g, g->cpu->ops->attention(g->cpu, &b.c, kc.h, vc.h, n_ctx, qg.h, qg.h + 256, ts, 512, m->n_head, m->n_kv, hd,
+                                   1.0f / 16.0f, out.h));
+    GTRY(g, g->gpu->ops->attention(g->gpu, &b.g, kc.d, vc.d, n_ctx, qg.d, qg.d + 256, ts, 512, m->n_head, m->n_kv,
+                                   hd, 1.0f / 16.0f, out.d));
+    float *got = malloc(out.n * 4);
+    if (!got) return -1;
+    GTRY(g, gdown(g, got, out.d, out.n * 4));
+    double e = rel_err(out.h, got, out.n);
+    char shape[64];
+    snprintf(shape, sizeof shape, "h %d/%d, 21+30 tok", m->n_head, m->n_kv);
+    gate_row(g, 1, "attention-pf", m->name, shape, "F32", (long)T, e, 2e-5, passes(e, 2e-5), "gated");
+    /* other chunks: {first token, count, position} */
+    const int32_t cases[2][3] = {{21, 30, 3970}, {34, 17, 3983}};
+    int ok = 1;
+    for (int c = 0; c < 2 && ok; c++) {
+        bpair b1;
+        int32_t l1 = cases[c][1], p1 = cases[c][2], s1 = 2;
+        if (bpair_make(g, &b1, 1, &l1, &p1, &s1, 100)) return -1;
+        buf o1;
+        if (buf_make(g, &o1, (size_t)(l1 * orow), 0, 0)) return -1;
+        GTRY(g, gpoison(g, o1.d, o1.n * 4));
+        const float *q1 = qg.d + cases[c][0] * ts;
+        GTRY(g, g->gpu->ops->attention(g->gpu, &b1.g, kc.d, vc.d, n_ctx, q1, q1 + 256, ts, 512, m->n_head, m->n_kv, hd,
+                                       1.0f / 16.0f, o1.d));
+        GTRY(g, gdown(g, o1.h, o1.d, o1.n * 4));
+        ok = !memcmp(o1.h, got + cases[c][0] * orow, o1.n * 4);
+        buf_free(g, &o1);
+        bpair_free(g, &b1);
+    }
+    gate_row(g, 1, "attention-pf-inv", m->name, "30 / 17 tok alone", "F32", 30, ok ? 0.0 : 1.0, 0, ok, "memcmp");
+    free(got);
+    buf_free(g, &kc), buf_free(g, &vc), buf_free(g, &k), buf_free(g, &v), buf_free(g, &qg), buf_free(g, &out);
+    bpair_free(g, &b);
+    return 0;
+}
+
 /* ------------------------------------------------- qk_norm_rope_store */
 
 /* The head work of an attention layer (q/k norms, RoPE, KV store) at the
@@ -1438,7 +1494,7 @@ static int gate_kernels(int argc, char **argv) {
         if (strcmp(model, "all") && strcmp(model, m->name)) continue;
         any = 1;
         if (gate_small_ops(&g, m)) g.n_fail++;
-        if (gate_attention(&g, m)) g.n_fail++;
+        if (gate_attention(&g, m) || gate_attention_pf(&g, m)) g.n_fail++;
         if (gate_qk_norm_rope(&g, m)) g.n_fail++;
         if (gate_fused_matmul(&g, m)) g.n_fail++;
         if (gate_gdn(&g, m, 128, 128, 0) || gate_gdn(&g, m, 128, 128, 1)) g.n_fail++;

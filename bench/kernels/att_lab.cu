@@ -1,141 +1,23 @@
-/* Prefill attention lab (src/backend/cuda/attention.cu). NOT YET RUN: written
- * at the end of the 2026-12-03 evening session, after the device time was
- * spent; the first device call of the next session should run it.
+/* Prefill attention lab (src/backend/cuda/attention.cu): phase 1 of a
+ * prefill chunk by k_att_split (one block per token and split; the decode
+ * kernel) and by k_att_pf (64 query rows a block, K / V in shared memory),
+ * each followed by k_att_combine. The two differ in the order of the score
+ * sums, so the lab reports max|pf - split| / max|split| of the outputs
+ * (bar 1e-5) and times both phase-1 kernels with the L2 flushed.
  *
- * Why: at T = 512 the attention op takes 840-1,150 us per layer on the H200
- * (bench/results/2026-12-03c-h200.md), 10% of a 35B-A3B prefill and more at
- * 8192, against ~1 GFLOP of work. Phase 1 (k_att_split) runs once per
- * (split, kv head, token), so each token re-reads its K and V rows from L2
- * and walks V one position at a time.
- *
- * k_att_tile<TT> is the candidate: block (split, kv head, tile of TT
- * consecutive tokens of one sequence) loads the split's 64 K and V rows into
- * shared memory once and computes every tile token's partial (m, l, o) of
- * that split with k_att_split's operations in k_att_split's order (scores:
- * lane-strided fmaf chain over the head dims then warp_sum, times scale;
- * softmax stats: lane-strided max / sum then warp_max / warp_sum; o: fmaf
- * over positions in order). So its partials, and the combined output,
- * should be bit-identical to the production kernels: the lab checks that
- * with memcmp before it times anything.
+ * History: the first candidate here, k_att_tile (k_att_split's per-score warp
+ * sums for 2-8 tokens a block, bit-identical to it), was slower than
+ * k_att_split (972 against 834 us at T = 512, 16 / 2 heads; 2026-12-03,
+ * bench/results/2026-12-03d-h200.md) and was removed.
  *
  * One sequence at slot 0, positions 0 .. T-1 (a prefill chunk from an empty
- * context), q random in [-1, 1], K and V random in [-1, 1].
+ * context), q, K and V random in [-1, 1].
  *
  *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh att_lab [T n_head n_kv hd]
- * (defaults 512 16 2 256: 35B-A3B; 9B is 512 16 4 256) */
+ * (defaults 512 16 2 256: 35B-A3B; 9B is 512 16 4 256, 27B 512 24 4 256) */
 #define MEMRA_ATT_LAB
 #include "backend/cuda/attention.cu"
 #include "lab.cuh"
-
-/* Launch contract: grid (ceil(T / TT) * max_splits, n_kv), block 256,
- * dynamic shared memory att_tile_smem(TT, G, hd). Tokens t0 .. t0 + TT - 1
- * (t0 = TT (blockIdx.x / max_splits)) must share one sequence (the lab's
- * case); token t takes split sp = blockIdx.x % max_splits when 64 sp <=
- * pos[t]. Writes part as k_att_split does. */
-static size_t att_tile_smem(int TT, int G, int hd) {
-    return (size_t)(2 * ATT_SPLIT * hd + TT * G * hd + TT * G * ATT_SPLIT + 2 * TT * G) * sizeof(float);
-}
-
-template <int TT>
-__global__ void __launch_bounds__(256) k_att_tile(att_args a, int T) {
-    extern __shared__ float sm[];
-    const int G = a.G, hd = a.hd, nd = hd / 32;
-    const int sp = blockIdx.x % a.max_splits, t0 = (blockIdx.x / a.max_splits) * TT, kvh = blockIdx.y;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    float *ks = sm, *vs = ks + ATT_SPLIT * hd, *qs = vs + ATT_SPLIT * hd, *sc = qs + TT * G * hd;
-    float *st_m = sc + TT * G * ATT_SPLIT, *st_l = st_m + TT * G;
-    const int s0 = sp * ATT_SPLIT;
-    int ns[TT], pmax = -1;
-#pragma unroll
-    for (int tt = 0; tt < TT; tt++) {
-        int p = t0 + tt < T ? a.pos[t0 + tt] : -1;
-        if (p >= a.n_ctx) p = a.n_ctx - 1;
-        ns[tt] = p >= s0 ? min(ATT_SPLIT, p + 1 - s0) : 0;
-        pmax = max(pmax, p);
-    }
-    if (pmax < s0) return;
-    const int nsm = min(ATT_SPLIT, pmax + 1 - s0);
-    const int64_t kv_dim = (int64_t)a.n_kv * hd;
-    const int64_t base = ((int64_t)a.slot[a.tok_seq[t0]] * a.n_ctx + s0) * kv_dim + (int64_t)kvh * hd;
-    for (int i = threadIdx.x; i < nsm * hd; i += blockDim.x) {
-        const int s = i / hd, d = i % hd;
-        ks[i] = a.kc[base + (int64_t)s * kv_dim + d];
-        vs[i] = a.vc[base + (int64_t)s * kv_dim + d];
-    }
-    for (int i = threadIdx.x; i < TT * G * hd; i += blockDim.x) {
-        const int tt = i / (G * hd), gq = (i / hd) % G, d = i % hd;
-        qs[i] = t0 + tt < T ? a.q[(int64_t)(t0 + tt) * a.q_tok_stride + (int64_t)(kvh * G + gq) * a.q_head_stride + d]
-                            : 0.0f;
-    }
-    __syncthreads();
-    /* scores: items (tt, s), warp w takes w, w + 8, ... */
-    for (int it = w; it < TT * ATT_SPLIT; it += 8) {
-        const int tt = it / ATT_SPLIT, s = it % ATT_SPLIT;
-        int n_tt = 0;
-#pragma unroll
-        for (int k = 0; k < TT; k++)
-            if (k == tt) n_tt = ns[k];
-        if (s >= n_tt) continue;
-        float kreg[ATT_MAX_HD / 32];
-#pragma unroll
-        for (int i = 0; i < ATT_MAX_HD / 32; i++) kreg[i] = i < nd ? ks[s * hd + lane + 32 * i] : 0.0f;
-        for (int gq = 0; gq < G; gq++) {
-            const float *qh = qs + (tt * G + gq) * hd;
-            float acc = 0.0f;
-#pragma unroll
-            for (int i = 0; i < ATT_MAX_HD / 32; i++)
-                if (i < nd) acc = fmaf(kreg[i], qh[lane + 32 * i], acc);
-            acc = warp_sum(acc);
-            if (lane == 0) sc[(tt * G + gq) * ATT_SPLIT + s] = acc * a.scale;
-        }
-    }
-    __syncthreads();
-    for (int it = w; it < TT * G; it += 8) {
-        const int tt = it / G;
-        int n_tt = 0;
-#pragma unroll
-        for (int k = 0; k < TT; k++)
-            if (k == tt) n_tt = ns[k];
-        if (!n_tt) continue;
-        float *r = sc + it * ATT_SPLIT;
-        float m = -INFINITY;
-        for (int s = lane; s < n_tt; s += 32) m = fmaxf(m, r[s]);
-        m = warp_max(m);
-        float l = 0.0f;
-        for (int s = lane; s < n_tt; s += 32) {
-            float e = expf(r[s] - m);
-            r[s] = e;
-            l += e;
-        }
-        l = warp_sum(l);
-        if (lane == 0) st_m[it] = m, st_l[it] = l;
-    }
-    __syncthreads();
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-#pragma unroll
-        for (int tt = 0; tt < TT; tt++) {
-            if (!ns[tt]) continue;
-            float acc[ATT_MAX_G];
-#pragma unroll
-            for (int gq = 0; gq < ATT_MAX_G; gq++) acc[gq] = 0.0f;
-            for (int s = 0; s < ns[tt]; s++) {
-                const float v = vs[s * hd + d];
-#pragma unroll
-                for (int gq = 0; gq < ATT_MAX_G; gq++)
-                    if (gq < G) acc[gq] = fmaf(sc[(tt * G + gq) * ATT_SPLIT + s], v, acc[gq]);
-            }
-#pragma unroll
-            for (int gq = 0; gq < ATT_MAX_G; gq++) {
-                if (gq < G) {
-                    const int t = t0 + tt;
-                    float *pp = a.part + (((int64_t)t * a.n_head + kvh * G + gq) * a.max_splits + sp) * (hd + 2);
-                    pp[2 + d] = acc[gq];
-                    if (d == 0) pp[0] = st_m[tt * G + gq], pp[1] = st_l[tt * G + gq];
-                }
-            }
-        }
-    }
-}
 
 int main(int argc, char **argv) {
     const int T = argc > 1 ? atoi(argv[1]) : 512, n_head = argc > 2 ? atoi(argv[2]) : 16;
@@ -181,37 +63,35 @@ int main(int argc, char **argv) {
     };
     ref_split(), ref_comb(pref, oref);
     CK(cudaDeviceSynchronize());
-    float *h1 = (float *)malloc(pn * 4), *h2 = (float *)malloc(pn * 4), *o1 = (float *)malloc(on * 4),
-          *o2 = (float *)malloc(on * 4);
-    lab_get(h1, pref, pn), lab_get(o1, oref, on);
+    float *o1 = (float *)malloc(on * 4), *o2 = (float *)malloc(on * 4);
+    lab_get(o1, oref, on);
     const double t_split = lab_time_us(ref_split), t_comb = lab_time_us([&]() { ref_comb(pref, oref); });
     printf("production  k_att_split %9.1f us  k_att_combine %7.1f us\n", t_split, t_comb);
-    auto run_tile = [&](auto tt_tag) {
-        constexpr int TT = decltype(tt_tag)::value;
-        const size_t ts = att_tile_smem(TT, G, hd);
-        CK(cudaFuncSetAttribute(k_att_tile<TT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ts));
-        auto launch = [&]() {
-            att_args b = a;
-            b.part = ptile, b.out = otile;
-            k_att_tile<TT><<<dim3((unsigned)((T + TT - 1) / TT * max_splits), n_kv), 256, ts>>>(b, T);
-        };
-        CK(cudaMemset(ptile, 0xFF, pn * 4));
-        launch(), ref_comb(ptile, otile);
-        CK(cudaDeviceSynchronize());
-        lab_get(h2, ptile, pn), lab_get(o2, otile, on);
-        /* the partials of the splits each token uses, and the outputs, bit for bit */
-        int same = !memcmp(o1, o2, on * 4);
-        for (int t = 0; t < T && same; t++)
-            for (int h = 0; h < n_head && same; h++)
-                for (int sp = 0; sp <= hpos[t] / ATT_SPLIT && same; sp++) {
-                    const size_t off = (((size_t)t * n_head + h) * max_splits + sp) * (hd + 2);
-                    same = !memcmp(h1 + off, h2 + off, (hd + 2) * 4);
-                }
-        const double us = lab_time_us(launch);
-        printf("k_att_tile<%d> %9.1f us  (%zu B shared)  bits %s\n", TT, us, ts, same ? "== production" : "DIFFER");
+    const size_t ps = att_pf_smem(hd);
+    auto pf = [&]() {
+        att_args b = a;
+        b.part = ptile, b.out = otile;
+        const int tq = ATT_PF_ROWS / G;
+        const dim3 grid((unsigned)((T + tq - 1) / tq), n_kv, (unsigned)(max_splits < ATT_PF_ZB ? max_splits : ATT_PF_ZB));
+        if (hd == 64) k_att_pf<64><<<grid, 256, ps>>>(b, T);
+        else if (hd == 128) k_att_pf<128><<<grid, 256, ps>>>(b, T);
+        else k_att_pf<256><<<grid, 256, ps>>>(b, T);
     };
-    run_tile(std::integral_constant<int, 2>());
-    run_tile(std::integral_constant<int, 4>());
-    if (att_tile_smem(8, G, hd) <= 227 * 1024) run_tile(std::integral_constant<int, 8>());
+    CK(cudaFuncSetAttribute(k_att_pf<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_pf_smem(64)));
+    CK(cudaFuncSetAttribute(k_att_pf<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_pf_smem(128)));
+    CK(cudaFuncSetAttribute(k_att_pf<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_pf_smem(256)));
+    pf(), ref_comb(ptile, otile);
+    CK(cudaDeviceSynchronize());
+    lab_get(o2, otile, on);
+    double md = 0.0, mr = 0.0;
+    for (size_t i = 0; i < on; i++) {
+        const double d = fabs((double)o1[i] - (double)o2[i]);
+        md = isfinite(d) ? (d > md ? d : md) : INFINITY;
+        mr = fabs((double)o1[i]) > mr ? fabs((double)o1[i]) : mr;
+    }
+    const double err = md / mr, t_pf = lab_time_us(pf);
+    const double flop = 4.0 * hd * n_head * ((double)T * (T + 1) / 2);
+    printf("k_att_pf    %9.1f us  (%zu B shared, %.1f TFLOP/s useful)  err %.2e %s\n", t_pf, ps, flop / t_pf * 1e-6,
+           err, err <= 1e-5 ? "ok" : "FAIL");
     return 0;
 }

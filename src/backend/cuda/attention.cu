@@ -183,6 +183,195 @@ __global__ void __launch_bounds__(256) k_att_combine(att_args a) {
     }
 }
 
+/* ---- prefill phase 1: query tiles ----
+ *
+ * k_att_split recomputes each (token, split) alone: every score is a warp
+ * sum and every token re-reads its split's K and V, ~840 us per layer at
+ * T = 512 on the H200. k_att_pf does the same work for 64 query rows at
+ * once (TQ = 64 / G tokens x the G q heads of one kv head): the split's K
+ * and V are loaded into shared memory once per block, and the products are
+ * register tiles of 4 x 4 (scores) and 4 x HD / 16 (values) per thread.
+ *
+ * Bits: each row's arithmetic is fixed by its own q and its sequence's K /
+ * V, not by the tile: score = (sum over d in order, one fmaf chain) x scale;
+ * m = the max; exp(s - m) as k_att_split; l = four in-order sums of 16 keys
+ * added as (l0 + l1) + (l2 + l3); o = one fmaf chain over the keys in order.
+ * Keys past a row's own position get exp = 0 and add exactly +0 to l and o
+ * (both start at +0 and stay off -0), so a tile's other tokens do not move a
+ * row's bits: the result of a token does not depend on T or on how the
+ * chunk was cut (gate: attention-pf-inv). It differs from k_att_split's (the
+ * decode path) in the last bits: the order of the score sums differs, the
+ * known prefill / decode gap of matmul.cu. The partials have k_att_split's
+ * layout, and k_att_combine folds them.
+ *
+ * Used at T >= ATT_PF_MIN_T for hd in {64, 128, 256};
+ * MEMRA_ATT_PF=0 in the environment sends prefill back to k_att_split. */
+
+#define ATT_PF_MIN_T 16
+#define ATT_PF_ROWS 64 /* query rows per block */
+#define ATT_PF_LD 68   /* row stride (floats) of the transposed tiles: 16-byte aligned, banks shifted */
+#define ATT_PF_ZB 16   /* blocks per tile along the splits (each walks sp = z, z + 16, ...) */
+
+static size_t att_pf_smem(int hd) {
+    const size_t kv = (size_t)hd * ATT_PF_LD > (size_t)ATT_SPLIT * hd ? (size_t)hd * ATT_PF_LD : (size_t)ATT_SPLIT * hd;
+    return ((size_t)hd * ATT_PF_LD + kv + (size_t)ATT_PF_ROWS * ATT_PF_LD + 2 * ATT_PF_ROWS) * sizeof(float);
+}
+
+/* Launch contract: grid (ceil(Tc / TQ), n_kv, min(max_splits, ATT_PF_ZB)) with TQ = 64 / G (rounded
+ * down), block 256, dynamic shared memory att_pf_smem(HD). Block (x, kvh, z) owns tokens t0 = x TQ .. + TQ - 1,
+ * rows r = (t - t0) G + gq (rows from TQ G on stay empty), and splits z, z + gridDim.z, ... Tokens of several sequences in one tile are done in
+ * passes, one per sequence. Thread (ty, tx) = (tid / 16, tid % 16): scores of rows 4 ty .. + 3 x keys
+ * 4 tx .. + 3; values of rows 4 ty .. + 3 x dims 4 tx + 64 i .. + 3. */
+template <int HD>
+__global__ void __launch_bounds__(256, 1) k_att_pf(att_args a, int Tc) {
+    pdl_start();
+    extern __shared__ __align__(16) float sm[];
+    constexpr int ND = HD / 64;
+    float *qt = sm;                                                        /* [HD][LD]: q^T */
+    float *kv = qt + HD * ATT_PF_LD;                                       /* [HD][LD]: K^T, then [64][HD]: V */
+    float *pr = kv + (HD * ATT_PF_LD > ATT_SPLIT * HD ? HD * ATT_PF_LD : ATT_SPLIT * HD); /* [64 rows][LD]: P */
+    float *st_m = pr + ATT_PF_ROWS * ATT_PF_LD, *st_l = st_m + ATT_PF_ROWS;
+    const int G = a.G, TQ = ATT_PF_ROWS / G, kvh = blockIdx.y;
+    const int t0 = blockIdx.x * TQ, tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int64_t kv_dim = (int64_t)a.n_kv * HD;
+    uint64_t done = 0; /* tokens of the tile already passed (bit tt) */
+    for (;;) {
+        /* this pass: the tokens of the first sequence not yet done */
+        int seq = -1, pmax = -1;
+        uint64_t in = 0; /* this pass's tokens; rows past TQ G (G not dividing 64) belong to none */
+        for (int tt = 0; tt < TQ && t0 + tt < Tc; tt++) {
+            if (done >> tt & 1) continue;
+            const int s = a.tok_seq[t0 + tt];
+            if (seq < 0) seq = s;
+            if (s != seq) continue;
+            in |= 1ull << tt;
+            int p = a.pos[t0 + tt];
+            if (p >= a.n_ctx) p = a.n_ctx - 1;
+            pmax = max(pmax, p);
+        }
+        if (seq < 0) return;
+        done |= in;
+        const int64_t slot_base = (int64_t)a.slot[seq] * a.n_ctx * kv_dim + (int64_t)kvh * HD;
+        __syncthreads(); /* the previous pass's readers of qt */
+        for (int i = tid; i < ATT_PF_ROWS * HD; i += 256) {
+            const int r = i / HD, d = i % HD, tt = r / G;
+            float v = 0.0f;
+            if (in >> tt & 1)
+                v = a.q[(int64_t)(t0 + tt) * a.q_tok_stride + (int64_t)(kvh * G + r % G) * a.q_head_stride + d];
+            qt[d * ATT_PF_LD + r] = v;
+        }
+        for (int sp = blockIdx.z; sp * ATT_SPLIT <= pmax; sp += gridDim.z) {
+            const int s0 = sp * ATT_SPLIT, nsm = min(ATT_SPLIT, pmax + 1 - s0);
+            const float *kb = a.kc + slot_base + (int64_t)s0 * kv_dim, *vb = a.vc + slot_base + (int64_t)s0 * kv_dim;
+            __syncthreads(); /* the previous split's readers of kv, pr */
+            for (int i = tid; i < ATT_SPLIT * HD; i += 256) {
+                const int j = i / HD, d = i % HD;
+                kv[d * ATT_PF_LD + j] = j < nsm ? kb[(int64_t)j * kv_dim + d] : 0.0f;
+            }
+            __syncthreads();
+            /* scores */
+            float s[4][4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) s[r][c] = 0.0f;
+#pragma unroll 8
+            for (int d = 0; d < HD; d++) {
+                const float4 q4 = *(const float4 *)(qt + d * ATT_PF_LD + 4 * ty);
+                const float4 k4 = *(const float4 *)(kv + d * ATT_PF_LD + 4 * tx);
+                const float qv[4] = {q4.x, q4.y, q4.z, q4.w}, kk[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) s[r][c] = fmaf(qv[r], kk[c], s[r][c]);
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int row = 4 * ty + r, tt = row / G;
+                int p = (in >> tt & 1) ? a.pos[t0 + tt] : -1;
+                if (p >= a.n_ctx) p = a.n_ctx - 1;
+                float4 v;
+                v.x = s0 + 4 * tx <= p ? s[r][0] * a.scale : -INFINITY;
+                v.y = s0 + 4 * tx + 1 <= p ? s[r][1] * a.scale : -INFINITY;
+                v.z = s0 + 4 * tx + 2 <= p ? s[r][2] * a.scale : -INFINITY;
+                v.w = s0 + 4 * tx + 3 <= p ? s[r][3] * a.scale : -INFINITY;
+                *(float4 *)(pr + row * ATT_PF_LD + 4 * tx) = v;
+            }
+            __syncthreads();
+            /* softmax stats: 4 lanes a row, 16 keys each */
+            {
+                const int row = tid >> 2, q = tid & 3;
+                float m = -INFINITY;
+#pragma unroll
+                for (int j = 0; j < 16; j++) m = fmaxf(m, pr[row * ATT_PF_LD + 16 * q + j]);
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+                float l = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 16; j++) {
+                    float *e = pr + row * ATT_PF_LD + 16 * q + j;
+                    const float v = *e == -INFINITY ? 0.0f : expf(*e - m);
+                    *e = v;
+                    l += v;
+                }
+                l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
+                l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
+                if (q == 0) st_m[row] = m, st_l[row] = l;
+            }
+            /* V replaces K^T */
+            __syncthreads();
+            for (int i = tid; i < ATT_SPLIT * HD / 4; i += 256) {
+                const int j = i / (HD / 4), d4 = i % (HD / 4);
+                ((float4 *)kv)[i] = j < nsm ? *(const float4 *)(vb + (int64_t)j * kv_dim + 4 * d4)
+                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+            __syncthreads();
+            float o[4][ND][4];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int i = 0; i < ND; i++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) o[r][i][c] = 0.0f;
+            /* keys in fours: past nsm both P (0) and V (0) add exactly +0 */
+            for (int j4 = 0; j4 < nsm; j4 += 4) {
+                float pv[4][4];
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const float4 p4 = *(const float4 *)(pr + (4 * ty + r) * ATT_PF_LD + j4);
+                    pv[r][0] = p4.x, pv[r][1] = p4.y, pv[r][2] = p4.z, pv[r][3] = p4.w;
+                }
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++)
+#pragma unroll
+                    for (int i = 0; i < ND; i++) {
+                        const float4 v4 = *(const float4 *)(kv + (j4 + jj) * HD + 4 * tx + 64 * i);
+                        const float vv[4] = {v4.x, v4.y, v4.z, v4.w};
+#pragma unroll
+                        for (int r = 0; r < 4; r++)
+#pragma unroll
+                            for (int c = 0; c < 4; c++) o[r][i][c] = fmaf(pv[r][jj], vv[c], o[r][i][c]);
+                    }
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int row = 4 * ty + r, tt = row / G;
+                if (!(in >> tt & 1)) continue;
+                const int p = a.pos[t0 + tt];
+                if (min(p, a.n_ctx - 1) < s0) continue;
+                float *pp = a.part + (((int64_t)(t0 + tt) * a.n_head + kvh * G + row % G) * a.max_splits + sp) * (HD + 2);
+                if (tx == 0) pp[0] = st_m[row], pp[1] = st_l[row];
+#pragma unroll
+                for (int i = 0; i < ND; i++) {
+                    float2 *dst = (float2 *)(pp + 2 + 4 * tx + 64 * i);
+                    dst[0] = make_float2(o[r][i][0], o[r][i][1]);
+                    dst[1] = make_float2(o[r][i][2], o[r][i][3]);
+                }
+            }
+        }
+    }
+}
+
 #ifndef MEMRA_ATT_LAB
 memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const float *k_cache, const float *v_cache,
                                int32_t n_ctx, const float *q, const float *gate, int64_t q_tok_stride,
@@ -223,6 +412,21 @@ memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const fl
     if (shm > 48 * 1024)
         return CUDA_INVALID(be, "attention: %d q heads per kv head x hd %d need %zu bytes of shared memory (> 48 KiB)",
                             a.G, hd, shm);
+    /* prefill: the query-tiled phase 1 (k_att_pf) */
+    static int pf_on = -1;
+    const bool pf = T >= ATT_PF_MIN_T && (hd == 64 || hd == 128 || hd == 256) && env_on("MEMRA_ATT_PF", &pf_on);
+    const size_t pf_shm = att_pf_smem(hd);
+    if (pf) {
+        static bool attr_set[3];
+        const int k = hd == 64 ? 0 : hd == 128 ? 1 : 2;
+        if (!attr_set[k]) {
+            cudaError_t e = hd == 64    ? cudaFuncSetAttribute(k_att_pf<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pf_shm)
+                            : hd == 128 ? cudaFuncSetAttribute(k_att_pf<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pf_shm)
+                                        : cudaFuncSetAttribute(k_att_pf<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pf_shm);
+            if ((st = cuda_check(be, e, "attention: prefill shared memory"))) return st;
+            attr_set[k] = true;
+        }
+    }
     for (int64_t t0 = 0; t0 < T; t0 += Tc) {
         int64_t n = T - t0 < Tc ? T - t0 : Tc;
         a.pos = b->d_pos + t0;
@@ -231,9 +435,18 @@ memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const fl
         a.q = q + t0 * q_tok_stride;
         a.gate = gate ? gate + t0 * q_tok_stride : NULL;
         a.out = out + t0 * (int64_t)n_head * hd;
-        const int gmax = ATT_BLOCKS / n_kv > 1 ? ATT_BLOCKS / n_kv : 1;
-        const unsigned gx = (unsigned)(a.max_splits < gmax ? a.max_splits : gmax);
-        cuda_launch(k_att_split, dim3(gx, (unsigned)n_kv, (unsigned)n), 256, shm, c->stream, a);
+        if (pf) {
+            const int tq = ATT_PF_ROWS / a.G;
+            const unsigned gz = (unsigned)(a.max_splits < ATT_PF_ZB ? a.max_splits : ATT_PF_ZB);
+            const dim3 grid((unsigned)((n + tq - 1) / tq), (unsigned)n_kv, gz);
+            if (hd == 64) cuda_launch(k_att_pf<64>, grid, 256, pf_shm, c->stream, a, (int)n);
+            else if (hd == 128) cuda_launch(k_att_pf<128>, grid, 256, pf_shm, c->stream, a, (int)n);
+            else cuda_launch(k_att_pf<256>, grid, 256, pf_shm, c->stream, a, (int)n);
+        } else {
+            const int gmax = ATT_BLOCKS / n_kv > 1 ? ATT_BLOCKS / n_kv : 1;
+            const unsigned gx = (unsigned)(a.max_splits < gmax ? a.max_splits : gmax);
+            cuda_launch(k_att_split, dim3(gx, (unsigned)n_kv, (unsigned)n), 256, shm, c->stream, a);
+        }
         st = CUDA_LAUNCHED(be, "attention: split kernel");
         if (st) return st;
         cuda_launch(k_att_combine, dim3((unsigned)n_head, (unsigned)n), 256, 0, c->stream, a);
