@@ -296,13 +296,10 @@ __global__ void __launch_bounds__(256, 1)
 #define GQ_STAGE_HALVES (3 * GM * GLD)                                     /* x hi, x lo (GM rows), weights (GN rows) */
 #define GQ_STAGE_BYTES (GQ_STAGE_HALVES * 2 + 2 * GN * (int)sizeof(float)) /* + the group scales */
 
-/* xp rows for k_gemm_q8 / k_gemm_w: the hi parts of x_t s_t at xp + t in,
- * the lo parts at xp + (T + t) in, s_t (k_tc_scale's) at scale[t]; with
- * xsum (Q4_K), the sum of hi + lo over each 32-column group g, in column
- * order, at xsum[((g / 2) Tp + t) 2 + g % 2]. Block per token. */
+/* xp rows for k_gemm_q8: the hi parts of x_t s_t at xp + t in, the lo parts
+ * at xp + (T + t) in, s_t (k_tc_scale's) at scale[t]. Block per token. */
 __global__ void __launch_bounds__(256) k_gemm_xsplit(const float *__restrict__ x, int64_t in, int64_t T,
-                                                     float *__restrict__ scale, __half *__restrict__ xp,
-                                                     float *__restrict__ xsum, int64_t Tp) {
+                                                     float *__restrict__ scale, __half *__restrict__ xp) {
     __shared__ float red[8];
     pdl_start();
     const int64_t t = blockIdx.x;
@@ -326,17 +323,6 @@ __global__ void __launch_bounds__(256) k_gemm_xsplit(const float *__restrict__ x
         uint32_t l0, l1;
         hp[i] = make_uint2(g_pack_hi(v.x * s, v.y * s, &l0), g_pack_hi(v.z * s, v.w * s, &l1));
         lp[i] = make_uint2(l0, l1);
-    }
-    if (!xsum) return;
-    for (int64_t g = threadIdx.x; g < in / 32; g += 256) {
-        float sum = 0.0f;
-        for (int k = 0; k < 32; k++) {
-            uint32_t lo;
-            const float v = x[t * in + 32 * g + k] * s;
-            const uint32_t hi = g_pack_hi(v, 0.0f, &lo);
-            sum = __fadd_rn(sum, __fadd_rn(__low2float(*(const __half2 *)&hi), __low2float(*(const __half2 *)&lo)));
-        }
-        xsum[((g >> 1) * Tp + t) * 2 + (g & 1)] = sum;
     }
 }
 
@@ -480,239 +466,6 @@ __global__ void __launch_bounds__(256, 1)
     g_store(acc, t0 + wm, r0 + wn, lane, xscale, y, T, n_out, accumulate);
 }
 
-/* ---- Q8_0 on wgmma ----
- *
- * k_gemm_q8's arithmetic (x split in hi + lo, exact int8 weights, a fresh
- * accumulator per 32-column group, the group scale applied in fp32) with the
- * products on Hopper's warpgroup MMA: wgmma.m64n128k16 reads both operands
- * from shared memory, so the ldmatrix traffic that bounds k_gemm_q8 (the
- * L1/shared pipe 65% busy, the tensor pipe 32%, Nsight Compute at T = 512,
- * {4096, 8192}) goes away. A block is two warpgroups: weight rows 64 wg ..
- * + 63 each, the same 128 tokens. The tiles are in the no-swizzle canonical
- * layout: 8 x 8 fp16 core matrices of 128 contiguous bytes, K-major, core
- * matrices 128 bytes apart along k and 1024 bytes apart along rows / tokens.
- * Per group: 4 wgmma (lo k 0-15 from zero, lo k 16-31, hi k 0-15, hi k
- * 16-31), then acc = fma(C, d, acc). A token's result depends only on its
- * own activations and the row length (one instruction chain per output
- * element whatever the tile), the same rule as k_gemm_q8; the bits differ
- * from k_gemm_q8's (the products of a k16 step are summed in hardware order).
- * sm_90a only; other targets keep k_gemm_q8. */
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GW_HAVE_WGMMA 1
-#else
-#define GW_HAVE_WGMMA 0
-#endif
-
-/* what the device code was built with: read by the host before the first launch */
-__device__ const int gw_have_wgmma = GW_HAVE_WGMMA;
-
-#define GW_TILE 16384                             /* bytes of one 128 x 64 fp16 tile */
-
-/* byte offset of (row or token n, column k) in a 128 x 64 canonical tile */
-__device__ __forceinline__ uint32_t gw_off(int n, int k) {
-    return (uint32_t)((n >> 3) * 1024 + (k >> 3) * 128 + (n & 7) * 16 + (k & 7) * 2);
-}
-
-/* the wgmma shared-memory descriptor of a K-major tile at smem address a: core matrices 128 B apart along k
- * (leading dimension), 1024 B along rows (stride dimension), no swizzle */
-__device__ __forceinline__ uint64_t gw_desc(uint32_t a) {
-    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32);
-}
-
-#define GW_C8(i) "+f"(c[i]), "+f"(c[i + 1]), "+f"(c[i + 2]), "+f"(c[i + 3]), "+f"(c[i + 4]), "+f"(c[i + 5]), "+f"(c[i + 6]), "+f"(c[i + 7])
-
-/* c (+)= A B over k16: A 64 x 16 at da, B 128 x 16 at db; c from zero when !acc */
-__device__ __forceinline__ void gw_mma(float (&c)[64], uint64_t da, uint64_t db, int acc) {
-#if GW_HAVE_WGMMA
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,"
-                 "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,"
-                 "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : GW_C8(0), GW_C8(8), GW_C8(16), GW_C8(24), GW_C8(32), GW_C8(40), GW_C8(48), GW_C8(56)
-                 : "l"(da), "l"(db), "r"(acc));
-#endif
-}
-__device__ __forceinline__ void gw_fence(void) {
-#if GW_HAVE_WGMMA
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void gw_commit_wait(void) {
-#if GW_HAVE_WGMMA
-    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void gw_proxy_fence(void) {
-#if GW_HAVE_WGMMA
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
-/* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256 (two
- * warpgroups), GW_SMEM bytes of dynamic shared memory; in % 64 == 0; xp and
- * xscale from k_gemm_xsplit.
- *
- * Pipeline: every operand comes in by cp.async into a ring of GW_S slots
- * (step kt + GW_S - 1 is issued at step kt): the x tiles in their canonical
- * layout, and each weight row's 68 raw bytes (17 words: thread pair i owns
- * row i / 2; both copy the shared word 8). While step kt's first group
- * multiplies, each thread converts its row's group of step kt + 1 (int8 ->
- * fp16, in the canonical layout) into the other of two weight tiles, so no
- * global load latency sits between a step's barrier and its MMAs (with the
- * weights loaded into registers, Nsight Compute put long-scoreboard stalls
- * first). Tokens and rows past the end read token T - 1 / row 0; the rows
- * are zeroed in the conversion. */
-#define GW_S 4                                  /* ring slots */
-#define GW_RAW_T(TYPE) ((TYPE) == MEMRA_TYPE_Q8_0 ? 36 : 48) /* raw weight bytes a thread copies per step */
-#define GW_SX 1024                               /* Q4_K: the 128 tokens' x sums of a step's two groups */
-#define GW_SLOT(TYPE) (2 * GW_TILE + 256 * GW_RAW_T(TYPE) + GW_SX) /* x hi, x lo, raw weights, x sums */
-#define GW_WT (GW_TILE + 4 * GN * 4)               /* a converted weight tile, its group scales and mins */
-#define GW_SMEM(TYPE) (GW_S * GW_SLOT(TYPE) + 2 * GW_WT)
-
-__device__ __forceinline__ void gw_cp4(uint32_t sdst, const void *gsrc) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sdst), "l"(gsrc) : "memory");
-}
-__device__ __forceinline__ void gw_cp16(uint32_t sdst, const void *gsrc) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sdst), "l"(gsrc) : "memory");
-}
-
-/* 4 nibbles (bits 0-3 of each byte of w) -> 2 words of 2 exact fp16 */
-__device__ __forceinline__ void g_q4_to_h2(uint32_t w, uint32_t *h01, uint32_t *h23) {
-    const __half2 bias = __half2half2(__ushort_as_half(0x6400)); /* 1024 */
-    uint32_t a = __byte_perm(w, 0x64646464u, 0x4140), b = __byte_perm(w, 0x64646464u, 0x4342);
-    __half2 ha = __hsub2(*(__half2 *)&a, bias), hb = __hsub2(*(__half2 *)&b, bias);
-    *h01 = *(uint32_t *)&ha, *h23 = *(uint32_t *)&hb;
-}
-
-template <int TYPE>
-__global__ void __launch_bounds__(256, 1)
-    k_gemm_w(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
-             const __half *__restrict__ xp, const float *__restrict__ xsum, const float *__restrict__ xscale,
-             float *__restrict__ y, int64_t T, int accumulate) {
-    extern __shared__ __align__(1024) uint8_t gw_sm[];
-    pdl_start();
-    constexpr int RT = GW_RAW_T(TYPE), SLOT = GW_SLOT(TYPE);
-    const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, wq = (tid >> 5) & 3;
-    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN;
-    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(gw_sm), swt = sbase + GW_S * SLOT;
-    const int64_t nk = in / GK, Tp = (T + GM - 1) / GM * GM;
-
-    const int wr = tid >> 1, wh = tid & 1;
-    const bool wok = r0 + wr < n_out;
-    const uint8_t *wrow = W + (wok ? r0 + wr : 0) * row_bytes;
-    /* step kt's copies into slot kt % GW_S (an empty group past the end keeps the group count uniform) */
-    auto issue = [&](int64_t kt) {
-        if (kt < nk) {
-            const uint32_t sl = sbase + (uint32_t)(kt % GW_S) * SLOT, raw = sl + 2 * GW_TILE + tid * RT;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int part = j >> 2, n = (tid >> 3) + 32 * (j & 3), c = tid & 7;
-                const int64_t t = t0 + n < T ? t0 + n : T - 1;
-                gw_cp16(sl + part * GW_TILE + gw_off(n, 8 * c), xp + (part * T + t) * in + 64 * kt + 8 * c);
-            }
-            if (TYPE == MEMRA_TYPE_Q8_0) { /* the pair's 68 bytes: words 0-8 (wh 0), 8-16 (wh 1) */
-                const uint32_t *p = (const uint32_t *)(wrow + 68 * kt) + 8 * wh;
-#pragma unroll
-                for (int i = 0; i < 9; i++) gw_cp4(raw + 4 * i, p + i);
-            } else { /* Q4_K: the super-block's header and this step's 32 bytes of nibbles */
-                const uint8_t *b = wrow + 144 * (kt >> 2);
-                gw_cp16(raw, b);
-                gw_cp16(raw + 16, b + 16 + 32 * (kt & 3));
-                gw_cp16(raw + 32, b + 32 + 32 * (kt & 3));
-                if (tid < 64) gw_cp16(sl + 2 * GW_TILE + 256 * RT + 16 * tid, xsum + (kt * Tp + t0) * 2 + 4 * tid);
-            }
-        }
-        mmv_cp_commit();
-    };
-    /* this thread's group of step kt: raw (slot) -> fp16 weight tile kt & 1, scale (and min) */
-    auto convert = [&](int64_t kt) {
-        const uint8_t *raw = gw_sm + (kt % GW_S) * SLOT + 2 * GW_TILE + tid * RT;
-        uint8_t *wt = gw_sm + GW_S * SLOT + (kt & 1) * GW_WT;
-        float *sc = (float *)(wt + GW_TILE);
-        uint32_t hw[16];
-        if (TYPE == MEMRA_TYPE_Q8_0) {
-            const uint32_t *v = (const uint32_t *)raw;
-            const uint32_t sh = wh ? 32 : 16; /* group 0: bytes 2-33 of words 0-8; group 1: words 9-16 */
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                g_q8_to_h2(wok ? __funnelshift_rc(v[i], v[i + 1], sh) : 0u, &hw[2 * i], &hw[2 * i + 1]);
-            const uint16_t d = (uint16_t)(wh ? v[0] >> 16 : v[0]);
-            sc[2 * wr + wh] = wok ? __half2float(__ushort_as_half(d)) : 0.0f;
-        } else {
-            const uint32_t *v = (const uint32_t *)(raw + 16);
-#pragma unroll
-            for (int i = 0; i < 8; i++) g_q4_to_h2(wok ? (v[i] >> (4 * wh)) & 0x0F0F0F0Fu : 0u, &hw[2 * i], &hw[2 * i + 1]);
-            int s, m;
-            dq_k4_scale_min(raw + 4, 2 * (int)(kt & 3) + wh, &s, &m);
-            sc[2 * wr + wh] = wok ? dq_h2f(raw) * (float)s : 0.0f;           /* exact: 11 x 6 bits */
-            sc[2 * GN + 2 * wr + wh] = wok ? dq_h2f(raw + 2) * (float)m : 0.0f;
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            *(uint4 *)(wt + gw_off(wr, 32 * wh + 8 * i)) = make_uint4(hw[4 * i], hw[4 * i + 1], hw[4 * i + 2], hw[4 * i + 3]);
-    };
-
-    float acc[64], c[64];
-#pragma unroll
-    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
-    const int R1 = 64 * wg + 16 * wq + (lane >> 2); /* this thread's rows: R1, R1 + 8 */
-
-#pragma unroll
-    for (int k = 0; k < GW_S - 1; k++) issue(k);
-    mmv_cp_wait<GW_S - 2>();
-    convert(0);
-    gw_proxy_fence();
-    __syncthreads();
-    for (int64_t kt = 0; kt < nk; kt++) {
-        issue(kt + GW_S - 1);
-        const uint32_t sx = sbase + (uint32_t)(kt % GW_S) * SLOT, sw = swt + (uint32_t)(kt & 1) * GW_WT + wg * 8 * 1024;
-        const float *ds = (const float *)(gw_sm + GW_S * SLOT + (kt & 1) * GW_WT + GW_TILE);
-        const float *xs2 = (const float *)(gw_sm + (kt % GW_S) * SLOT + 2 * GW_TILE + 256 * RT);
-#pragma unroll
-        for (int g = 0; g < 2; g++) {
-            gw_fence();
-            gw_mma(c, gw_desc(sw + (2 * g) * 256), gw_desc(sx + GW_TILE + (2 * g) * 256), 0);
-            gw_mma(c, gw_desc(sw + (2 * g + 1) * 256), gw_desc(sx + GW_TILE + (2 * g + 1) * 256), 1);
-            gw_mma(c, gw_desc(sw + (2 * g) * 256), gw_desc(sx + (2 * g) * 256), 1);
-            gw_mma(c, gw_desc(sw + (2 * g + 1) * 256), gw_desc(sx + (2 * g + 1) * 256), 1);
-            if (g == 0 && kt + 1 < nk) { /* overlaps the asynchronous MMAs */
-                mmv_cp_wait<GW_S - 2>();
-                convert(kt + 1);
-            }
-            gw_commit_wait();
-            const float d1 = ds[2 * R1 + g], d2 = ds[2 * (R1 + 8) + g];
-#pragma unroll
-            for (int i = 0; i < 64; i++) acc[i] = fmaf(c[i], (i & 2) ? d2 : d1, acc[i]);
-            if (TYPE == MEMRA_TYPE_Q4_K) { /* - dmin m sum(x) over the group, per token */
-                const float m1 = -ds[2 * GN + 2 * R1 + g], m2 = -ds[2 * GN + 2 * (R1 + 8) + g];
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const float sxv = xs2[2 * (8 * j + 2 * (lane & 3) + e) + g];
-                        acc[4 * j + e] = fmaf(m1, sxv, acc[4 * j + e]);
-                        acc[4 * j + 2 + e] = fmaf(m2, sxv, acc[4 * j + 2 + e]);
-                    }
-            }
-        }
-        gw_proxy_fence();
-        __syncthreads();
-    }
-    /* c[4 j + e]: row R1 + 8 (e >> 1), token 8 j + 2 (lane % 4) + (e & 1) */
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int64_t t = t0 + 8 * j + 2 * (lane & 3) + (e & 1), o = r0 + R1 + 8 * (e >> 1);
-            if (t >= T || o >= n_out) continue;
-            float r = acc[4 * j + e] * (1.0f / xscale[t]); /* exact: a power of two */
-            float *yp = y + t * n_out + o;
-            *yp = accumulate ? *yp + r : r;
-        }
-}
-
 /* fp16 parts of a decoded weight: F16 weights are their own high part, and so are BF16 weights (8 mantissa
  * bits) except under fp16's normal range (2^-14), where the subnormal rounding error is at most 2^-25
  * absolute; the others get a w_lo term */
@@ -766,64 +519,16 @@ static memra_status tc_scale_reserve(memra_backend *be, int64_t T) {
     return MEMRA_OK;
 }
 
-/* Whether the device code has the wgmma kernels (built for sm_90a): read
- * once from the device. */
-static int gemm_have_wgmma(void) {
-    static int have = -1;
-    if (have < 0) {
-        int h = 0;
-        have = cudaMemcpyFromSymbol(&h, gw_have_wgmma, sizeof h) == cudaSuccess && h;
-        cudaGetLastError();
-    }
-    return have;
-}
-
-int cuda_gemm_w_takes(uint32_t type, int64_t in) {
-    static int on = -1, q4k = -1;
-    if (!gemm_have_wgmma() || !env_on("MEMRA_GEMM_WGMMA", &on)) return 0;
-    if (type == MEMRA_TYPE_Q8_0) return in % GK == 0;
-    if (q4k < 0) { /* MEMRA_GEMM_Q4K=1: a lab switch for now (Q4_K prefill keeps mmvg's decode bits otherwise) */
-        const char *e = getenv("MEMRA_GEMM_Q4K");
-        q4k = e && strcmp(e, "1") == 0;
-    }
-    return type == MEMRA_TYPE_Q4_K && in % 256 == 0 && q4k;
-}
-
-/* The exact-weight paths: k_gemm_xsplit, then k_gemm_w (wgmma) or, for
- * Q8_0 without it, k_gemm_q8. The split activations (4 bytes an element)
- * and, for Q4_K, the group sums go to the backend's second workspace (xs). */
-static memra_status gemm_w_run(memra_backend *be, uint32_t type, const uint8_t *W, size_t rb, int64_t in,
-                               int64_t n_out, const float *x, float *y, int64_t T, int accumulate) {
+/* The Q8_0 path (k_gemm_xsplit + k_gemm_q8): the split activations in the
+ * backend's second workspace (xs), 4 bytes per element. */
+static memra_status gemm_q8_run(memra_backend *be, const uint8_t *W, size_t rb, int64_t in, int64_t n_out,
+                                const float *x, float *y, int64_t T, int accumulate) {
     cuda_impl *c = cuda_of(be);
-    const int64_t Tp = (T + GM - 1) / GM * GM;
-    const size_t xb = (size_t)T * (size_t)in * 2 * sizeof(__half), sb = (size_t)Tp * (size_t)(in / 32) * sizeof(float);
-    const bool wg = cuda_gemm_w_takes(type, in), q4k = type == MEMRA_TYPE_Q4_K;
     memra_status st = tc_scale_reserve(be, T);
-    if (!st) st = cuda_xs_reserve(be, xb + (q4k ? sb : 0));
+    if (!st) st = cuda_xs_reserve(be, (size_t)T * (size_t)in * 2 * sizeof(__half));
     if (st) return st;
     __half *xp = (__half *)c->xs;
-    float *xsum = q4k ? (float *)((uint8_t *)c->xs + xb) : NULL;
-    cuda_launch(k_gemm_xsplit, (unsigned)T, 256, 0, c->stream, x, in, T, c->tc_scale, xp, xsum, Tp);
-    dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    if (wg) {
-        static bool attr[2];
-        const int smem = q4k ? GW_SMEM(MEMRA_TYPE_Q4_K) : GW_SMEM(MEMRA_TYPE_Q8_0);
-        if (!attr[q4k]) {
-            cudaError_t e = q4k ? cudaFuncSetAttribute(k_gemm_w<MEMRA_TYPE_Q4_K>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem)
-                                : cudaFuncSetAttribute(k_gemm_w<MEMRA_TYPE_Q8_0>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-            if (e != cudaSuccess) return cuda_check(be, e, "gemm: shared memory");
-            attr[q4k] = true;
-        }
-        if (q4k)
-            cuda_launch(k_gemm_w<MEMRA_TYPE_Q4_K>, grid, 256, smem, c->stream, W, rb, in, n_out, (const __half *)xp,
-                        (const float *)xsum, (const float *)c->tc_scale, y, T, accumulate);
-        else
-            cuda_launch(k_gemm_w<MEMRA_TYPE_Q8_0>, grid, 256, smem, c->stream, W, rb, in, n_out, (const __half *)xp,
-                        (const float *)xsum, (const float *)c->tc_scale, y, T, accumulate);
-        return CUDA_LAUNCHED(be, "gemm (wgmma)");
-    }
+    cuda_launch(k_gemm_xsplit, (unsigned)T, 256, 0, c->stream, x, in, T, c->tc_scale, xp);
     const int smem = 2 * GQ_STAGE_BYTES;
     static bool attr_set = false;
     if (!attr_set) {
@@ -831,6 +536,7 @@ static memra_status gemm_w_run(memra_backend *be, uint32_t type, const uint8_t *
         if (e != cudaSuccess) return cuda_check(be, e, "gemm q8_0: shared memory");
         attr_set = true;
     }
+    dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
     cuda_launch(k_gemm_q8, grid, 256, smem, c->stream, W, rb, in, n_out, (const __half *)xp,
                 (const float *)c->tc_scale, y, T, accumulate);
     return CUDA_LAUNCHED(be, "gemm q8_0");
@@ -844,9 +550,8 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     cudaStream_t s = cuda_of(be)->stream;
     const bool narrow = n_out <= G_MV_MAX_ROWS;
     static int q8_on = -1;
-    if (!narrow && ((w->type == MEMRA_TYPE_Q8_0 && in % GK == 0 && env_on("MEMRA_GEMM_Q8", &q8_on)) ||
-                    cuda_gemm_w_takes(w->type, in)))
-        return gemm_w_run(be, w->type, W, rb, in, n_out, x, y, T, accumulate);
+    if (!narrow && w->type == MEMRA_TYPE_Q8_0 && in % GK == 0 && env_on("MEMRA_GEMM_Q8", &q8_on))
+        return gemm_q8_run(be, W, rb, in, n_out, x, y, T, accumulate);
     cudaError_t e = cudaSuccess;
     const float *xs = NULL;
     if (!narrow) {

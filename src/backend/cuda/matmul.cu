@@ -92,7 +92,7 @@ static int mmv6_use(uint32_t type, int64_t in) {
  * the GEMM. */
 static int mmvg_path(uint32_t type, int64_t in) {
     static int on = -1;
-    if (!env_on("MEMRA_MMVG", &on) || cuda_gemm_w_takes(type, in)) return 0;
+    if (!env_on("MEMRA_MMVG", &on)) return 0;
     return mmv_use(type, in) ? 1 : mmv6_use(type, in) ? 3 : 0;
 }
 

@@ -56,10 +56,6 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
 
 /* gemm.cu: the prefill (T >= 16) matmul on the tensor cores; called by
  * cuda_op_matmul after its checks */
-/* gemm.cu: whether a T >= 16 matmul of this type and row length takes the
- * exact-weight wgmma GEMM (sm_90a builds; Q8_0, and Q4_K with
- * MEMRA_GEMM_Q4K=1; MEMRA_GEMM_WGMMA=0 turns both off) */
-int cuda_gemm_w_takes(uint32_t type, int64_t in);
 memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                           int accumulate);
 
