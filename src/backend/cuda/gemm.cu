@@ -44,12 +44,14 @@
 #define GK 64  /* columns per step: two dq groups */
 #define GLD 72 /* shared row stride in halves: 144 bytes, so ldmatrix's 8 rows hit 8 distinct 16-byte bank groups */
 
-/* Weight matrices of at most this many rows take the matvec kernel (matvec.cuh) at every T: the 128 x 128
- * tiles would make a grid of a few blocks (the GDN ssm_alpha / ssm_beta projections have 32 or 48 rows, the
- * MoE routers 256 or 512: the 35B-A3B router took 8 blocks and ~150 us per layer at T = 512). The choice
- * depends on the shape alone, so a token's result still does not depend on T; these rows get the decode
- * matvec's bits. */
+/* Weight matrices of at most this many rows do not take the 128 x 128 tiles, which would make a grid of a
+ * few blocks (the GDN ssm_alpha / ssm_beta projections have 32 or 48 rows, the MoE routers 256 or 512: the
+ * 35B-A3B router took 8 blocks and ~150 us per layer at T = 512). F32 ones of more than G_MV_MAX_ROWS_F32 rows
+ * (the routers) take k_sgemm_f32, the others the matvec kernel (matvec.cuh: the decode matvec's bits; it
+ * took ~130 us for the 35B-A3B router and shared-expert gate at T = 512). The choice depends on the shape
+ * alone, so a token's result still does not depend on T. */
 #define G_MV_MAX_ROWS 512
+#define G_MV_MAX_ROWS_F32 64
 
 /* the element count of one shared stage: 2 activation tiles (hi, lo), NW weight tiles */
 #define G_STAGE(NW) ((2 * GM + (NW) * GN) * GLD)
@@ -489,6 +491,52 @@ static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t 
     return cudaSuccess;
 }
 
+/* Launch contract: grid (ceil(T / 32), ceil(n_out / 32)), block 256; F32
+ * weights, in % 32 == 0. A 32 x 32 tile of y a block; thread i owns tokens
+ * 2 (i / 16) + {0, 1} x rows 2 (i % 16) + {0, 1}, each output one fmaf chain
+ * over the columns in order (so a token's result depends on its own x and
+ * the row length only). Tiles of 32 columns of x and W pass through shared
+ * memory transposed (column-major, row stride 34). */
+__global__ void __launch_bounds__(256) k_sgemm_f32(const float *__restrict__ W, int64_t in, int64_t n_out,
+                                                   const float *__restrict__ x, float *__restrict__ y, int64_t T,
+                                                   int accumulate) {
+    __shared__ __align__(16) float xs[32 * 34], ws[32 * 34];
+    pdl_start();
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int64_t t0 = (int64_t)blockIdx.x * 32, r0 = (int64_t)blockIdx.y * 32;
+    const int lr = tid >> 3, lc = 4 * (tid & 7); /* loader: token / row lr, columns lc .. lc + 3 */
+    const bool xok = t0 + lr < T, wok = r0 + lr < n_out;
+    const float *xr = x + (xok ? t0 + lr : 0) * in + lc, *wr = W + (wok ? r0 + lr : 0) * in + lc;
+    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    for (int64_t k0 = 0; k0 < in; k0 += 32) {
+        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 xv = xok ? __ldg((const float4 *)(xr + k0)) : z, wv = wok ? __ldg((const float4 *)(wr + k0)) : z;
+        __syncthreads(); /* the previous tile's readers */
+        xs[(lc + 0) * 34 + lr] = xv.x, xs[(lc + 1) * 34 + lr] = xv.y;
+        xs[(lc + 2) * 34 + lr] = xv.z, xs[(lc + 3) * 34 + lr] = xv.w;
+        ws[(lc + 0) * 34 + lr] = wv.x, ws[(lc + 1) * 34 + lr] = wv.y;
+        ws[(lc + 2) * 34 + lr] = wv.z, ws[(lc + 3) * 34 + lr] = wv.w;
+        __syncthreads();
+#pragma unroll 8
+        for (int k = 0; k < 32; k++) {
+            const float2 a = *(const float2 *)(xs + k * 34 + 2 * ty), b = *(const float2 *)(ws + k * 34 + 2 * tx);
+            acc[0][0] = fmaf(a.x, b.x, acc[0][0]);
+            acc[0][1] = fmaf(a.x, b.y, acc[0][1]);
+            acc[1][0] = fmaf(a.y, b.x, acc[1][0]);
+            acc[1][1] = fmaf(a.y, b.y, acc[1][1]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const int64_t t = t0 + 2 * ty + i, o = r0 + 2 * tx + j;
+            if (t >= T || o >= n_out) continue;
+            float *yp = y + t * n_out + o;
+            *yp = accumulate ? *yp + acc[i][j] : acc[i][j];
+        }
+}
+
 /* n_out <= G_MV_MAX_ROWS: matmul.cu's matvec (matvec.cuh) with 16 tokens per block */
 template <int TYPE>
 static cudaError_t launch_narrow(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x, float *y,
@@ -549,6 +597,11 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     const uint8_t *W = (const uint8_t *)w->data;
     cudaStream_t s = cuda_of(be)->stream;
     const bool narrow = n_out <= G_MV_MAX_ROWS;
+    if (narrow && w->type == MEMRA_TYPE_F32 && n_out > G_MV_MAX_ROWS_F32) {
+        cuda_launch(k_sgemm_f32, dim3((unsigned)((T + 31) / 32), (unsigned)((n_out + 31) / 32)), 256, 0, s,
+                    (const float *)w->data, in, n_out, x, y, T, accumulate);
+        return CUDA_LAUNCHED(be, "gemm f32");
+    }
     static int q8_on = -1;
     if (!narrow && w->type == MEMRA_TYPE_Q8_0 && in % GK == 0 && env_on("MEMRA_GEMM_Q8", &q8_on))
         return gemm_q8_run(be, W, rb, in, n_out, x, y, T, accumulate);
