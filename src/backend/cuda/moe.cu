@@ -618,7 +618,7 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
  * 16-row tile, each warp staging its own tokens), 5,730 with this one. */
 
 #define MOE_GRP_MIN_T 16
-#define MOE_GRP_NG 2 /* token groups of 4 per tile (MEMRA_MOE_NG=4: 16 tokens, a lab switch) */
+#define MOE_GRP_NG 4 /* token groups of 4 per tile: 16 tokens (MEMRA_MOE_NG=2: 8, a lab switch) */
 #define MOE_GRP_GMIN 8 /* the smallest tile of any NG: bounds the tile count */
 /* warps per block (W) and blocks per SM the registers are held to (MINB):
  * gate/up (161 registers; 540 bytes spilled at 128), Q4_K down (157), Q6_K down (128) */
@@ -926,13 +926,15 @@ static bool moe_grp_ok(uint32_t tgu, uint32_t td, int64_t H, int64_t F, int64_t 
     return moe_tc_gu_ok(tgu, H, F, Fs) && q && F % q == 0 && Fs % q == 0 && H % 32 == 0 && F > 0;
 }
 
-/* MEMRA_MOE_NG=4 in the environment (read once): tiles of 16 tokens
- * instead of 8 in the grouped path (a lab switch; the bits do not change). */
+/* MEMRA_MOE_NG=2 in the environment (read once): tiles of 8 tokens instead
+ * of 16 in the grouped path (a lab switch; the bits do not change). 16 was
+ * 2-4% faster at T = 512 on the H200 (35B-A3B moe_block 711 -> 680 us per
+ * layer, bench/results/2026-12-03c-h200.md). */
 static int moe_grp_ng(void) {
     static int ng = 0;
     if (!ng) {
         const char *e = getenv("MEMRA_MOE_NG");
-        ng = e && atoi(e) == 4 ? 4 : MOE_GRP_NG;
+        ng = e && atoi(e) == 2 ? 2 : MOE_GRP_NG;
     }
     return ng;
 }
@@ -1006,7 +1008,7 @@ static memra_status moe_grp_run(memra_backend *be, const memra_moe_params *p, co
     if (ng == 4)
         moe_grp_gu_launch<4>(ggu, s, p, Sg, Su, H, F, Fs, E, K, act, m, xg, xgs, T);
     else
-        moe_grp_gu_launch<MOE_GRP_NG>(ggu, s, p, Sg, Su, H, F, Fs, E, K, act, m, xg, xgs, T);
+        moe_grp_gu_launch<2>(ggu, s, p, Sg, Su, H, F, Fs, E, K, act, m, xg, xgs, T);
     if ((st = CUDA_LAUNCHED(be, "moe_block: grouped gate/up"))) return st;
     if (td == MEMRA_TYPE_Q4_K)
         cuda_launch(k_moe_grp_prep<MEMRA_TYPE_Q4_K>, (unsigned)NE, 32 * MOE_GRP_PLAN_WARPS, 0, s, (const float *)act,
@@ -1020,7 +1022,7 @@ static memra_status moe_grp_run(memra_backend *be, const memra_moe_params *p, co
     if (ng == 4)
         moe_grp_down_launch<4>(td, nt, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, m, xd, xds, NE);
     else
-        moe_grp_down_launch<MOE_GRP_NG>(td, nt, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, m, xd, xds, NE);
+        moe_grp_down_launch<2>(td, nt, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, m, xd, xds, NE);
     if ((st = CUDA_LAUNCHED(be, "moe_block: grouped down"))) return st;
     cuda_launch(k_moe_grp_fold, dim3((unsigned)((H + 127) / 128), (unsigned)T), 128, 0, s, (const float *)m.dd,
                 (const float *)w, sg, sg_stride, H, K, shared, x);
