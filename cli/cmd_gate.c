@@ -355,7 +355,7 @@ static int gate_matmul_shape(gate *g, const gate_model *m, const mm_shape *s, ui
                 }
             }
         }
-        if (tc && !*note) note = same ? "prefill path, rows == T=1 (memcmp)" : "tensor cores (3xfp16)";
+        if (tc && !*note) note = same ? "prefill path, rows == T=1 (memcmp)" : "prefill GEMM";
         double tol = tc && !same ? GATE_TC_TOL : 1e-5; /* mmvg: the matvec's arithmetic, the matvec's bar */
         int ok = passes(e, tol) && strcmp(note, "batch-variant");
         gate_row(g, 0, "matmul", m->name, shape, memra_type_name(type), (long)T, e, tol, ok, note);
@@ -462,7 +462,7 @@ static void gate_matmul(gate *g, const gate_model *m) {
         }
         if (failed) g->n_fail++;
         /* summary row (not counted again): worst over shapes and T */
-        printf("%-14s %-8s %-20s %-7s %5s  %10.3e  %7.0e  %-4s %s; T>=16 (3xfp16): %.3e (tol %.0e)\n", "matmul*",
+        printf("%-14s %-8s %-20s %-7s %5s  %10.3e  %7.0e  %-4s %s; T>=16 (prefill GEMM): %.3e (tol %.0e)\n", "matmul*",
                m->name, "all shapes", memra_type_name(type), "<16", worst, 1e-5, (g->n_fail == f0) ? "ok" : "FAIL",
                inv ? "batch-invariant" : "BATCH-VARIANT", worst_tc, GATE_TC_TOL);
     }
