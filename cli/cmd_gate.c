@@ -680,37 +680,68 @@ static int gate_small_ops(gate *g, const gate_model *m) {
 
 /* ------------------------------------------------------------ attention */
 
+/* The buffers of an attention check (3 cache slots of 4096 positions, hd
+ * 256): random caches, T tokens of random k, v and q (with its gate: a
+ * token's row is n_head x 512, q then gate per head), and out; the batch's k
+ * and v stored into both backends' caches. */
+#define GATE_ATT_CTX 4096
+#define GATE_ATT_HD 256
+typedef struct att_bufs {
+    buf kc, vc, k, v, qg, out;
+} att_bufs;
+
+static int att_bufs_make(gate *g, const gate_model *m, const bpair *b, int64_t T, att_bufs *a) {
+    const int64_t kv_dim = (int64_t)m->n_kv * GATE_ATT_HD;
+    const size_t cn = (size_t)3 * GATE_ATT_CTX * kv_dim;
+    if (buf_make(g, &a->kc, cn, -1, 1) || buf_make(g, &a->vc, cn, -1, 1) ||
+        buf_make(g, &a->k, (size_t)(T * kv_dim), -1, 1) || buf_make(g, &a->v, (size_t)(T * kv_dim), -1, 1) ||
+        buf_make(g, &a->qg, (size_t)(T * m->n_head * 512), -1, 1) ||
+        buf_make(g, &a->out, (size_t)(T * m->n_head * GATE_ATT_HD), 0, 0))
+        return -1;
+    GTRY(g, g->cpu->ops->kv_store(g->cpu, &b->c, a->kc.h, a->vc.h, GATE_ATT_CTX, kv_dim, a->k.h, a->v.h));
+    GTRY(g, g->gpu->ops->kv_store(g->gpu, &b->g, a->kc.d, a->vc.d, GATE_ATT_CTX, kv_dim, a->k.d, a->v.d));
+    return 0;
+}
+
+static void att_bufs_free(gate *g, att_bufs *a) {
+    buf_free(g, &a->kc), buf_free(g, &a->vc), buf_free(g, &a->k), buf_free(g, &a->v), buf_free(g, &a->qg);
+    buf_free(g, &a->out);
+}
+
+/* Both backends' attention over a's buffers for batch b (scale 1 / 16);
+ * *got: the GPU output, downloaded (malloc'd), *e: its error against the
+ * CPU's. */
+static int att_run_both(gate *g, const gate_model *m, bpair *b, att_bufs *a, float **got, double *e) {
+    const int64_t ts = (int64_t)m->n_head * 512;
+    GTRY(g, gpoison(g, a->out.d, a->out.n * 4));
+    GTRY(g, g->cpu->ops->attention(g->cpu, &b->c, a->kc.h, a->vc.h, GATE_ATT_CTX, a->qg.h, a->qg.h + 256, ts, 512,
+                                   m->n_head, m->n_kv, GATE_ATT_HD, 1.0f / 16.0f, a->out.h));
+    GTRY(g, g->gpu->ops->attention(g->gpu, &b->g, a->kc.d, a->vc.d, GATE_ATT_CTX, a->qg.d, a->qg.d + 256, ts, 512,
+                                   m->n_head, m->n_kv, GATE_ATT_HD, 1.0f / 16.0f, a->out.d));
+    if (!(*got = malloc(a->out.n * 4))) return -1;
+    GTRY(g, gdown(g, *got, a->out.d, a->out.n * 4));
+    *e = rel_err(a->out.h, *got, a->out.n);
+    return 0;
+}
+
 static int gate_attention(gate *g, const gate_model *m) {
-    const int32_t n_ctx = 4096, n_slots = 3, hd = 256;
-    int64_t kv_dim = (int64_t)m->n_kv * hd;
+    const int32_t n_ctx = GATE_ATT_CTX, hd = GATE_ATT_HD;
     /* a decode token at 0, a 3-token run ending at 299 (two splits), a 2-token run at 3998 */
     int32_t len[3] = {1, 3, 2}, pos0[3] = {0, 297, 3998}, slots[3] = {1, 0, 2};
     bpair b;
     if (bpair_make(g, &b, 3, len, pos0, slots, 100)) return -1;
     int64_t T = 6;
-    buf kc, vc, k, v, qg, out;
-    size_t cn = (size_t)n_slots * n_ctx * kv_dim;
-    if (buf_make(g, &kc, cn, -1, 1) || buf_make(g, &vc, cn, -1, 1) || buf_make(g, &k, (size_t)(T * kv_dim), -1, 1) ||
-        buf_make(g, &v, (size_t)(T * kv_dim), -1, 1) || buf_make(g, &qg, (size_t)(T * m->n_head * 512), -1, 1) ||
-        buf_make(g, &out, (size_t)(T * m->n_head * hd), 0, 0))
-        return -1;
-    GTRY(g, g->cpu->ops->kv_store(g->cpu, &b.c, kc.h, vc.h, n_ctx, kv_dim, k.h, v.h));
-    GTRY(g, g->gpu->ops->kv_store(g->gpu, &b.g, kc.d, vc.d, n_ctx, kv_dim, k.d, v.d));
+    att_bufs a;
+    if (att_bufs_make(g, m, &b, T, &a)) return -1;
+    buf kc = a.kc, vc = a.vc, qg = a.qg;
     double e = cmp_dev(g, kc.h, kc.d, kc.n), e2 = cmp_dev(g, vc.h, vc.d, vc.n);
     if (isnan(e2) || e2 > e) e = e2;
     char shape[64];
     snprintf(shape, sizeof shape, "n_kv %d, ctx %d", m->n_kv, n_ctx);
     gate_row(g, 1, "kv_store", m->name, shape, "F32", (long)T, e, 0, passes(e, 0), "");
-    GTRY(g, gpoison(g, out.d, out.n * 4));
     int64_t ts = (int64_t)m->n_head * 512;
-    GTRY(g, g->cpu->ops->attention(g->cpu, &b.c, kc.h, vc.h, n_ctx, qg.h, qg.h + 256, ts, 512, m->n_head, m->n_kv, hd,
-                                   1.0f / 16.0f, out.h));
-    GTRY(g, g->gpu->ops->attention(g->gpu, &b.g, kc.d, vc.d, n_ctx, qg.d, qg.d + 256, ts, 512, m->n_head, m->n_kv,
-                                   hd, 1.0f / 16.0f, out.d));
-    float *got = malloc(out.n * 4);
-    if (!got) return -1;
-    GTRY(g, gdown(g, got, out.d, out.n * 4));
-    e = rel_err(out.h, got, out.n);
+    float *got;
+    if (att_run_both(g, m, &b, &a, &got, &e)) return -1;
     snprintf(shape, sizeof shape, "h %d/%d, pos<=3999", m->n_head, m->n_kv);
     gate_row(g, 1, "attention", m->name, shape, "F32", (long)T, e, 2e-5, passes(e, 2e-5), "gated");
     /* batch invariance: the last token alone gives the same bits */
@@ -730,7 +761,7 @@ static int gate_attention(gate *g, const gate_model *m) {
         bpair_free(g, &b1);
     }
     free(got);
-    buf_free(g, &kc), buf_free(g, &vc), buf_free(g, &k), buf_free(g, &v), buf_free(g, &qg), buf_free(g, &out);
+    att_bufs_free(g, &a);
     bpair_free(g, &b);
     return 0;
 }
@@ -740,29 +771,18 @@ static int gate_attention(gate *g, const gate_model *m) {
  * sequence's rows recomputed in other chunks (the 30-token run alone, its
  * last 17 tokens alone: other tiles, other T) must give the same bits. */
 static int gate_attention_pf(gate *g, const gate_model *m) {
-    const int32_t n_ctx = 4096, n_slots = 3, hd = 256;
-    const int64_t kv_dim = (int64_t)m->n_kv * hd, ts = (int64_t)m->n_head * 512, orow = (int64_t)m->n_head * hd;
+    const int32_t n_ctx = GATE_ATT_CTX, hd = GATE_ATT_HD;
+    const int64_t ts = (int64_t)m->n_head * 512, orow = (int64_t)m->n_head * hd;
     int32_t len[2] = {21, 30}, pos0[2] = {100, 3970}, slots[2] = {0, 2};
     bpair b;
     if (bpair_make(g, &b, 2, len, pos0, slots, 100)) return -1;
     const int64_t T = 51;
-    buf kc, vc, k, v, qg, out;
-    size_t cn = (size_t)n_slots * n_ctx * kv_dim;
-    if (buf_make(g, &kc, cn, -1, 1) || buf_make(g, &vc, cn, -1, 1) || buf_make(g, &k, (size_t)(T * kv_dim), -1, 1) ||
-        buf_make(g, &v, (size_t)(T * kv_dim), -1, 1) || buf_make(g, &qg, (size_t)(T * ts), -1, 1) ||
-        buf_make(g, &out, (size_t)(T * orow), 0, 0))
-        return -1;
-    GTRY(g, g->cpu->ops->kv_store(g->cpu, &b.c, kc.h, vc.h, n_ctx, kv_dim, k.h, v.h));
-    GTRY(g, g->gpu->ops->kv_store(g->gpu, &b.g, kc.d, vc.d, n_ctx, kv_dim, k.d, v.d));
-    GTRY(g, gpoison(g, out.d, out.n * 4));
-    GTRY(g, g->cpu->ops->attention(g->cpu, &b.c, kc.h, vc.h, n_ctx, qg.h, qg.h + 256, ts, 512, m->n_head, m->n_kv, hd,
-                                   1.0f / 16.0f, out.h));
-    GTRY(g, g->gpu->ops->attention(g->gpu, &b.g, kc.d, vc.d, n_ctx, qg.d, qg.d + 256, ts, 512, m->n_head, m->n_kv,
-                                   hd, 1.0f / 16.0f, out.d));
-    float *got = malloc(out.n * 4);
-    if (!got) return -1;
-    GTRY(g, gdown(g, got, out.d, out.n * 4));
-    double e = rel_err(out.h, got, out.n);
+    att_bufs a;
+    if (att_bufs_make(g, m, &b, T, &a)) return -1;
+    buf kc = a.kc, vc = a.vc, qg = a.qg;
+    float *got;
+    double e;
+    if (att_run_both(g, m, &b, &a, &got, &e)) return -1;
     char shape[64];
     snprintf(shape, sizeof shape, "h %d/%d, 21+30 tok", m->n_head, m->n_kv);
     gate_row(g, 1, "attention-pf", m->name, shape, "F32", (long)T, e, 2e-5, passes(e, 2e-5), "gated");
@@ -786,7 +806,7 @@ static int gate_attention_pf(gate *g, const gate_model *m) {
     }
     gate_row(g, 1, "attention-pf-inv", m->name, "30 / 17 tok alone", "F32", 30, ok ? 0.0 : 1.0, 0, ok, "memcmp");
     free(got);
-    buf_free(g, &kc), buf_free(g, &vc), buf_free(g, &k), buf_free(g, &v), buf_free(g, &qg), buf_free(g, &out);
+    att_bufs_free(g, &a);
     bpair_free(g, &b);
     return 0;
 }

@@ -133,6 +133,26 @@ __device__ __forceinline__ void g_store(const float (&acc)[4][4][4], int64_t tb,
         }
 }
 
+/* The warp layout of k_gemm and k_gemm_q8: warp w owns tokens wm = 64 (w / 4)
+ * .. + 64 x rows wn = 32 (w % 4) .. + 32, 4 x 4 MMA tiles; a_off / b_off are
+ * this lane's ldmatrix row offsets in a stage: A (tokens) 16 x 16 tiles as
+ * (rows 0-7 | 8-15) x (k 0-7 | 8-15), B (weight rows) two n8 tiles x k16. */
+struct g_warp {
+    int wm, wn, a_off, b_off;
+    __device__ g_warp(int w, int lane)
+        : wm((w >> 2) * 64), wn((w & 3) * 32), a_off((wm + (lane & 15)) * GLD + (lane >> 4) * 8),
+          b_off((wn + (lane & 7) + ((lane >> 4) << 3)) * GLD + ((lane >> 3) & 1) * 8) {}
+};
+
+__device__ __forceinline__ void g_zero(float (&acc)[4][4][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
+}
+
 /* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256 (8
  * warps), 2 * G_STAGE(NW) * 2 bytes of dynamic shared memory. Staging, per
  * step of 64 columns (groups g0, g0 + 1): thread i decodes quarter i % 4 of
@@ -219,17 +239,9 @@ __global__ void __launch_bounds__(256, 1)
     };
 
     float acc[4][4][4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
-    const int wm = (w >> 2) * 64, wn = (w & 3) * 32;
-    /* ldmatrix row addresses of this lane: A (tokens) 16 x 16 tiles as
-     * (rows 0-7 | 8-15) x (k 0-7 | 8-15); B (weight rows) two n8 tiles x k16 */
-    const int a_off = (wm + (lane & 15)) * GLD + (lane >> 4) * 8;
-    const int b_off = (wn + (lane & 7) + ((lane >> 4) << 3)) * GLD + ((lane >> 3) & 1) * 8;
+    g_zero(acc);
+    const g_warp L(w, lane);
+    const int wm = L.wm, wn = L.wn, a_off = L.a_off, b_off = L.b_off;
 
     const int64_t nk = (in + GK - 1) / GK;
     load(0);
@@ -402,15 +414,9 @@ __global__ void __launch_bounds__(256, 1)
     };
 
     float acc[4][4][4];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
-    const int wm = (w >> 2) * 64, wn = (w & 3) * 32;
-    const int a_off = (wm + (lane & 15)) * GLD + (lane >> 4) * 8;
-    const int b_off = (wn + (lane & 7) + ((lane >> 4) << 3)) * GLD + ((lane >> 3) & 1) * 8;
+    g_zero(acc);
+    const g_warp L(w, lane);
+    const int wm = L.wm, wn = L.wn, a_off = L.a_off, b_off = L.b_off;
 
     const int64_t nk = in / GK;
     xcopy(g_sm, 0);
