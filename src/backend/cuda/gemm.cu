@@ -554,6 +554,7 @@ static cudaError_t launch_narrow(const uint8_t *W, size_t rb, int64_t in, int64_
     return cudaSuccess;
 }
 
+#ifndef MEMRA_GEMM_LAB /* bench/kernels/gemm_lab.cu includes this file for its kernels alone */
 /* The per-token scales k_tc_scale writes: a buffer of the backend's own
  * (not the workspace, which the callers may hold x or y in), grown outside
  * graph capture. */
@@ -632,3 +633,4 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     if (e != cudaSuccess) return cuda_check(be, e, "gemm");
     return CUDA_LAUNCHED(be, "gemm");
 }
+#endif
