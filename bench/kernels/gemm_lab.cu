@@ -94,19 +94,8 @@ __global__ void __launch_bounds__(128, 2)
         for (int g = 0; g < 2; g++) {
             uint32_t b[2][8][2]; /* b[k16][ni] */
             float dv[8][2];
-#pragma unroll
-            for (int k = 0; k < 2; k++)
-#pragma unroll
-                for (int nj = 0; nj < 4; nj++) {
-                    uint32_t r[4];
-                    g_ldsm4(r, cur + 2 * GM * GLD + b_off + nj * 16 * GLD + 32 * g + 16 * k);
-                    b[k][2 * nj][0] = r[0], b[k][2 * nj][1] = r[1];
-                    b[k][2 * nj + 1][0] = r[2], b[k][2 * nj + 1][1] = r[3];
-                }
-#pragma unroll
-            for (int ni = 0; ni < 8; ni++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) dv[ni][e] = ds[2 * (wn + 8 * ni + 2 * (lane & 3) + e) + g];
+            g_q8_b<8>(b, cur, b_off, g);
+            g_q8_dv<8>(dv, ds, wn, lane, g);
 #pragma unroll
             for (int mi = 0; mi < 4; mi++) {
                 uint32_t a[2][2][4]; /* a[part][k16] */
@@ -116,16 +105,7 @@ __global__ void __launch_bounds__(128, 2)
                     for (int k = 0; k < 2; k++)
                         g_ldsm4(a[p][k], cur + p * GM * GLD + a_off + mi * 16 * GLD + 32 * g + 16 * k);
 #pragma unroll
-                for (int ni = 0; ni < 8; ni++) {
-                    float c[4];
-                    g_mma0(c, a[1][0], b[0][ni]);
-                    g_mma(c, a[1][1], b[1][ni]);
-                    g_mma(c, a[0][0], b[0][ni]);
-                    g_mma(c, a[0][1], b[1][ni]);
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        acc[ni >> 2][mi][ni & 3][e] = fmaf(c[e], dv[ni][e & 1], acc[ni >> 2][mi][ni & 3][e]);
-                }
+                for (int ni = 0; ni < 8; ni++) g_q8_tile(acc[ni >> 2][mi][ni & 3], a, b[0][ni], b[1][ni], dv[ni]);
             }
         }
         if (more) wstore(nxt);

@@ -358,6 +358,42 @@ __device__ __forceinline__ void g_q8_to_h2(uint32_t w, uint32_t *h01, uint32_t *
     *h01 = *(uint32_t *)&ha, *h23 = *(uint32_t *)&hb;
 }
 
+/* k_gemm_q8's pieces, shared with bench/kernels/gemm_lab.cu: the B (weight)
+ * fragments of group g for NI n8 tiles from b_off, their group scales, and
+ * one 16 x 8 tile's group (4 MMAs from zero, then acc = fma(C, d, acc)). */
+template <int NI>
+__device__ __forceinline__ void g_q8_b(uint32_t (&b)[2][NI][2], const __half *cur, int b_off, int g) {
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; nj++) {
+            uint32_t r[4];
+            g_ldsm4(r, cur + 2 * GM * GLD + b_off + nj * 16 * GLD + 32 * g + 16 * k);
+            b[k][2 * nj][0] = r[0], b[k][2 * nj][1] = r[1];
+            b[k][2 * nj + 1][0] = r[2], b[k][2 * nj + 1][1] = r[3];
+        }
+}
+
+template <int NI>
+__device__ __forceinline__ void g_q8_dv(float (&dv)[NI][2], const float *ds, int wn, int lane, int g) {
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) dv[ni][e] = ds[2 * (wn + 8 * ni + 2 * (lane & 3) + e) + g];
+}
+
+/* a[part][k16]: part 0 = x hi, 1 = x lo; b[k16]; small terms first */
+__device__ __forceinline__ void g_q8_tile(float (&acc)[4], const uint32_t (&a)[2][2][4], const uint32_t (&b0)[2],
+                                          const uint32_t (&b1)[2], const float (&dv)[2]) {
+    float c[4];
+    g_mma0(c, a[1][0], b0);
+    g_mma(c, a[1][1], b1);
+    g_mma(c, a[0][0], b0);
+    g_mma(c, a[0][1], b1);
+#pragma unroll
+    for (int e = 0; e < 4; e++) acc[e] = fmaf(c[e], dv[e & 1], acc[e]);
+}
+
 /* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256, 2 *
  * GQ_STAGE_BYTES of dynamic shared memory; in % 64 == 0; xp and xscale from
  * k_gemm_xsplit. Staging per step of 64 columns: thread i converts group
@@ -432,7 +468,7 @@ __global__ void __launch_bounds__(256, 1)
         const float *ds = (const float *)(cur + GQ_STAGE_HALVES);
 #pragma unroll
         for (int g = 0; g < 2; g++) {
-            uint32_t a[2][2][4][4], b[2][4][2]; /* a[part][k16][mi], b[k16][ni] */
+            uint32_t a[4][2][2][4], b[2][4][2]; /* a[mi][part][k16], b[k16][ni] */
             float dv[4][2];
 #pragma unroll
             for (int p = 0; p < 2; p++)
@@ -440,32 +476,13 @@ __global__ void __launch_bounds__(256, 1)
                 for (int k = 0; k < 2; k++)
 #pragma unroll
                     for (int mi = 0; mi < 4; mi++)
-                        g_ldsm4(a[p][k][mi], cur + p * GM * GLD + a_off + mi * 16 * GLD + 32 * g + 16 * k);
-#pragma unroll
-            for (int k = 0; k < 2; k++)
-#pragma unroll
-                for (int nj = 0; nj < 2; nj++) {
-                    uint32_t r[4];
-                    g_ldsm4(r, cur + 2 * GM * GLD + b_off + nj * 16 * GLD + 32 * g + 16 * k);
-                    b[k][2 * nj][0] = r[0], b[k][2 * nj][1] = r[1];
-                    b[k][2 * nj + 1][0] = r[2], b[k][2 * nj + 1][1] = r[3];
-                }
-#pragma unroll
-            for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) dv[ni][e] = ds[2 * (wn + 8 * ni + 2 * (lane & 3) + e) + g];
+                        g_ldsm4(a[mi][p][k], cur + p * GM * GLD + a_off + mi * 16 * GLD + 32 * g + 16 * k);
+            g_q8_b<4>(b, cur, b_off, g);
+            g_q8_dv<4>(dv, ds, wn, lane, g);
 #pragma unroll
             for (int mi = 0; mi < 4; mi++)
 #pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
-                    float c[4];
-                    g_mma0(c, a[1][0][mi], b[0][ni]);
-                    g_mma(c, a[1][1][mi], b[1][ni]);
-                    g_mma(c, a[0][0][mi], b[0][ni]);
-                    g_mma(c, a[0][1][mi], b[1][ni]);
-#pragma unroll
-                    for (int e = 0; e < 4; e++) acc[mi][ni][e] = fmaf(c[e], dv[ni][e & 1], acc[mi][ni][e]);
-                }
+                for (int ni = 0; ni < 4; ni++) g_q8_tile(acc[mi][ni], a[mi], b[0][ni], b[1][ni], dv[ni]);
         }
         if (more) wstore(nxt);
         mmv_cp_wait<0>();
