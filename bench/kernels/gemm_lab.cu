@@ -1,32 +1,34 @@
-/* Q8_0 prefill GEMM lab (src/backend/cuda/gemm.cu). NOT YET RUN: written at
- * the end of the 2026-12-03 night session, after the device time was spent.
+/* Prefill GEMM lab (src/backend/cuda/gemm.cu). NOT YET RUN: written at the
+ * end of the 2026-12-03 night session, after the device time was spent.
  *
- * Why: k_gemm_q8 runs at ~100 TFLOP/s useful. Nsight Compute on the
- * {4096, 8192} launch at T = 512 (bench/results/2026-12-03d-h200.md) has
- * L1/shared 65% busy, from ldmatrix traffic, and the tensor pipe 32%. Its
- * warps own 64 tokens x 32 rows, so each MMA costs 160 bytes of ldmatrix.
- * Two candidates:
- * - k_gemm_q8_wide: a warp owns 64 x 64 (96 bytes per MMA), blocks of 4
- *   warps, 2 per SM, so the SM still holds 8 warps. ptxas: 255 registers,
- *   ~250 bytes spilled.
- * - k_gemm_q8_wg: the same arithmetic on wgmma (both operands read from
- *   shared memory by the tensor cores, no ldmatrix), 242 registers.
+ * Why: k_gemm_q8 (Q8_0) and mmvg (Q4_K) run at ~100 TFLOP/s useful.
+ * Nsight Compute on k_gemm_q8's {4096, 8192} launch at T = 512
+ * (bench/results/2026-12-03d-h200.md) has L1/shared 65% busy, from ldmatrix
+ * traffic, and the tensor pipe 32%. Its warps own 64 tokens x 32 rows, so
+ * each MMA costs 160 bytes of ldmatrix. Two candidates:
+ * - k_gemm_q8_wide (Q8_0): a warp owns 64 x 64 (96 bytes per MMA), blocks
+ *   of 4 warps, 2 per SM, so the SM still holds 8 warps. ptxas: 255
+ *   registers, ~250 bytes spilled.
+ * - k_gemm_wg<Q8_0 | Q4_K>: the same exact-weight arithmetic on wgmma (both
+ *   operands read from shared memory by the tensor cores, no ldmatrix);
+ *   244 / 255 registers, no spill. Q4_K adds the min term per group from
+ *   the x group sums.
  *
  * Checks, before any timing:
- * - token 0 of k_gemm_q8 against the CPU reference (memra_dot_row, 3e-4 of
- *   max|ref|, the gate's prefill bar);
- * - k_gemm_q8_wide computes every output element with k_gemm_q8's chain
- *   (per 32-column group: MMAs lo k 0-15 from zero, lo k 16-31, hi k 0-15,
- *   hi k 16-31, then acc = fma(C, d, acc)), so the outputs must be equal
- *   (memcmp);
- * - k_gemm_q8_wg within 1e-6 of max|y| of k_gemm_q8, and its rows of tokens
- *   64-163 equal (memcmp) to a launch of those 100 tokens alone.
+ * - k_gemm_wg's token 0 against the CPU reference (memra_dot_row, 3e-4 of
+ *   max|ref|, the gate's prefill bar), and its rows of tokens 64-163 equal
+ *   (memcmp) to a launch of those 100 tokens alone;
+ * - Q8_0: k_gemm_q8's token 0 against the CPU; k_gemm_q8_wide computes every
+ *   output element with k_gemm_q8's chain (per 32-column group: MMAs lo k
+ *   0-15 from zero, lo k 16-31, hi k 0-15, hi k 16-31, then acc = fma(C, d,
+ *   acc)), so the outputs must be equal (memcmp); k_gemm_wg within 1e-6 of
+ *   max|y| of k_gemm_q8.
  * Times: median of 15 single launches after an L2 flush; k_gemm_xsplit is
  * not included. Exit status 1 when a check fails.
  *
- *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh gemm_lab [T in n_out]
- * (defaults 512 4096 12288: 9B gate / up; also run 512 12288 4096 and
- * 512 4096 8192) */
+ *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh gemm_lab [T in n_out [q8_0|q4_k]]
+ * (defaults 512 4096 12288 q8_0: 9B gate / up; also 512 12288 4096, and
+ * 512 5120 17408 q4_k: 27B gate / up) */
 #define MEMRA_GEMM_LAB
 #include "backend/cuda/gemm.cu"
 #include "lab.cuh"
@@ -122,7 +124,7 @@ __global__ void __launch_bounds__(128, 2)
     g_store(acc[1], t0 + wm, r0 + wn + 32, lane, xscale, y, T, n_out, accumulate);
 }
 
-/* ---- k_gemm_q8_wg: the same arithmetic on wgmma (second candidate) ----
+/* ---- k_gemm_wg: the same arithmetic on wgmma (second candidate) ----
  *
  * The first wgmma attempt (commit dad340b, reverted) used the no-swizzle
  * layout and waited for each group's MMAs before the next group's: no
@@ -143,7 +145,9 @@ __global__ void __launch_bounds__(128, 2)
 
 #define WG_S 4 /* x ring slots */
 #define WG_XT 16384 /* one 128 x 64 fp16 tile */
-#define WG_SMEM (WG_S * 2 * WG_XT + 2 * (WG_XT + 2 * GN * 4) + 1024) /* + alignment slack */
+#define WG_SLOT (2 * WG_XT + 1024)  /* x hi, x lo and (Q4_K) the step's x group sums of 128 tokens */
+#define WG_WT (WG_XT + 4 * GN * 4)   /* a weight tile, its group scales and (Q4_K) mins */
+#define WG_SMEM (WG_S * WG_SLOT + 2 * WG_WT + 1024) /* + alignment slack */
 
 __device__ __forceinline__ uint32_t wg_sw(int r, int c) { return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4)); }
 
@@ -170,24 +174,50 @@ __device__ __forceinline__ void wg_wait(void) {
 }
 __device__ __forceinline__ void wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+/* 4 nibbles (bits 0-3 of each byte of w) -> 2 words of 2 exact fp16 */
+__device__ __forceinline__ void g_q4_to_h2(uint32_t w, uint32_t *h01, uint32_t *h23) {
+    const __half2 bias = __half2half2(__ushort_as_half(0x6400)); /* 1024 */
+    uint32_t a = __byte_perm(w, 0x64646464u, 0x4140), b = __byte_perm(w, 0x64646464u, 0x4342);
+    __half2 ha = __hsub2(*(__half2 *)&a, bias), hb = __hsub2(*(__half2 *)&b, bias);
+    *h01 = *(uint32_t *)&ha, *h23 = *(uint32_t *)&hb;
+}
+
+/* The Q4_K min term's sums: sum over each 32-column group g of token t of hi + lo (xp from k_gemm_xsplit), in
+ * column order, at xsum[((g / 2) Tp + t) 2 + g % 2]. Block per token. */
+__global__ void k_lab_xsum(const __half *__restrict__ xp, int64_t in, int64_t T, int64_t Tp, float *__restrict__ xsum) {
+    const int64_t t = blockIdx.x;
+    for (int64_t g = threadIdx.x; g < in / 32; g += blockDim.x) {
+        float s = 0.0f;
+        for (int k = 0; k < 32; k++)
+            s = __fadd_rn(s, __fadd_rn(__half2float(xp[t * in + 32 * g + k]), __half2float(xp[(T + t) * in + 32 * g + k])));
+        xsum[((g >> 1) * Tp + t) * 2 + (g & 1)] = s;
+    }
+}
+
 /* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256 (two warpgroups), WG_SMEM bytes of dynamic
- * shared memory; in % 64 == 0; xp / xscale from k_gemm_xsplit. */
+ * shared memory; in % 64 == 0 (Q4_K: % 256); xp / xscale from k_gemm_xsplit; Q4_K: xsum from k_lab_xsum.
+ * Q4_K: a step is a quarter super-block (sub-blocks 2 (kt % 4) + {0, 1}, the nibbles of one 32-byte run);
+ * w = d sc q - dmin m, so per group acc = fma(C, d sc, acc) and acc = fma(-dmin m, sum(x), acc). */
+template <int TYPE>
 __global__ void __launch_bounds__(256, 1)
-    k_gemm_q8_wg(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
-                 const __half *__restrict__ xp, const float *__restrict__ xscale, float *__restrict__ y, int64_t T) {
+    k_gemm_wg(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
+              const __half *__restrict__ xp, const float *__restrict__ xsum, const float *__restrict__ xscale,
+              float *__restrict__ y, int64_t T) {
+    constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K;
     extern __shared__ uint8_t wg_raw[];
     uint8_t *sm = (uint8_t *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023); /* swizzled tiles: 1024-aligned */
     const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, wq = (tid >> 5) & 3;
-    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK;
+    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK, Tp = (T + GM - 1) / GM * GM;
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
-    uint8_t *wt = sm + WG_S * 2 * WG_XT; /* 2 x (weight tile, 2 GN group scales) */
+    uint8_t *wt = sm + WG_S * WG_SLOT; /* 2 x (weight tile, group scales, group mins) */
     /* weights: warpgroup wg converts its own rows; thread pair per row, group tid & 1 */
     const int wr = 64 * wg + ((tid & 127) >> 1), wh = tid & 1;
     const bool wok = r0 + wr < n_out;
-    const uint32_t *wrow = (const uint32_t *)(W + (wok ? r0 + wr : 0) * row_bytes) + 8 * wh;
+    const uint8_t *wrow = W + (wok ? r0 + wr : 0) * row_bytes;
     auto xcopy = [&](int64_t kt) { /* step kt's x tiles into slot kt % WG_S; always one commit group */
         if (kt < nk) {
-            uint8_t *sl = sm + (kt % WG_S) * 2 * WG_XT;
+            uint8_t *sl = sm + (kt % WG_S) * WG_SLOT;
+            if (Q4K && tid < 64) mmv_cp16(sl + 2 * WG_XT + 16 * tid, xsum + (kt * Tp + t0) * 2 + 4 * tid);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const int part = j >> 2, n = (tid >> 3) + 32 * (j & 3), c = tid & 7;
@@ -197,30 +227,68 @@ __global__ void __launch_bounds__(256, 1)
         }
         mmv_cp_commit();
     };
-    uint32_t v[9];
+    uint32_t v[12]; /* Q8_0: words 8 wh .. 8 wh + 8 of the pair's 68 bytes; Q4_K: the 16-byte header, 32 nibble bytes */
     auto wload = [&](int64_t kt) {
-        const uint32_t *p = wrow + 17 * kt;
+        if (Q4K) {
+            const uint8_t *b = wrow + 144 * (kt >> 2);
+            const uint4 h = __ldg((const uint4 *)b), q0 = __ldg((const uint4 *)(b + 16 + 32 * (kt & 3))),
+                        q1 = __ldg((const uint4 *)(b + 32 + 32 * (kt & 3)));
+            v[0] = h.x, v[1] = h.y, v[2] = h.z, v[3] = h.w;
+            v[4] = q0.x, v[5] = q0.y, v[6] = q0.z, v[7] = q0.w, v[8] = q1.x, v[9] = q1.y, v[10] = q1.z, v[11] = q1.w;
+        } else {
+            const uint32_t *p = (const uint32_t *)(wrow + 68 * kt) + 8 * wh;
 #pragma unroll
-        for (int i = 0; i < 9; i++) v[i] = __ldg(p + i);
+            for (int i = 0; i < 9; i++) v[i] = __ldg(p + i);
+        }
     };
     auto wstore = [&](int64_t kt) {
-        uint8_t *t = wt + (kt & 1) * (WG_XT + 2 * GN * 4);
-        const uint32_t sh = wh ? 32 : 16;
+        uint8_t *t = wt + (kt & 1) * WG_WT;
+        float *sc = (float *)(t + WG_XT);
         uint32_t hw[16];
+        if (Q4K) {
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            g_q8_to_h2(wok ? __funnelshift_rc(v[i], v[i + 1], sh) : 0u, &hw[2 * i], &hw[2 * i + 1]);
+            for (int i = 0; i < 8; i++) g_q4_to_h2(wok ? (v[4 + i] >> (4 * wh)) & 0x0F0F0F0Fu : 0u, &hw[2 * i], &hw[2 * i + 1]);
+            /* sub-block j's 6-bit scale and min (dq_k4_scale_min) from scales[12] = header bytes 4-15 */
+            const int j = 2 * (int)(kt & 3) + wh;
+            auto sb = [&](int i) { /* selects, not an indexed v[]: that would put v in local memory */
+                const uint32_t w = (i >> 2) == 0 ? v[1] : (i >> 2) == 1 ? v[2] : v[3];
+                return (int)((w >> (8 * (i & 3))) & 0xFFu);
+            };
+            const int s6 = j < 4 ? sb(j) & 63 : (sb(j + 4) & 0xF) | ((sb(j - 4) >> 6) << 4);
+            const int m6 = j < 4 ? sb(j + 4) & 63 : (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
+            const float d = __half2float(__ushort_as_half((uint16_t)v[0])),
+                        dm = __half2float(__ushort_as_half((uint16_t)(v[0] >> 16)));
+            sc[2 * wr + wh] = wok ? d * (float)s6 : 0.0f; /* exact: 11 x 6 bits */
+            sc[2 * GN + 2 * wr + wh] = wok ? dm * (float)m6 : 0.0f;
+        } else {
+            const uint32_t sh = wh ? 32 : 16;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                g_q8_to_h2(wok ? __funnelshift_rc(v[i], v[i + 1], sh) : 0u, &hw[2 * i], &hw[2 * i + 1]);
+            const uint16_t d = (uint16_t)(wh ? v[0] >> 16 : v[0]);
+            sc[2 * wr + wh] = wok ? __half2float(__ushort_as_half(d)) : 0.0f;
+        }
 #pragma unroll
         for (int i = 0; i < 4; i++)
             *(uint4 *)(t + wg_sw(wr, 4 * wh + i)) = make_uint4(hw[4 * i], hw[4 * i + 1], hw[4 * i + 2], hw[4 * i + 3]);
-        const uint16_t d = (uint16_t)(wh ? v[0] >> 16 : v[0]);
-        ((float *)(t + WG_XT))[2 * wr + wh] = wok ? __half2float(__ushort_as_half(d)) : 0.0f;
     };
-
     float acc[64], c0[64], c1[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.0f, c0[i] = 0.0f, c1[i] = 0.0f;
     const int R1 = 64 * wg + 16 * wq + (lane >> 2); /* this thread's rows R1, R1 + 8 */
+    /* Q4_K: acc -= dmin m sum(x) of group g, per token (acc[4 j + e]: token 8 j + 2 (lane % 4) + (e & 1)) */
+    auto mins = [&](const float *ds, const float *sxs, int g, const int R) {
+        const float m1 = -ds[2 * GN + 2 * R + g], m2 = -ds[2 * GN + 2 * (R + 8) + g];
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float sx = sxs[2 * (8 * j + 2 * (lane & 3) + e) + g];
+                acc[4 * j + e] = fmaf(m1, sx, acc[4 * j + e]);
+                acc[4 * j + 2 + e] = fmaf(m2, sx, acc[4 * j + 2 + e]);
+            }
+    };
+
 
     xcopy(0), xcopy(1), xcopy(2);
     wload(0);
@@ -231,9 +299,10 @@ __global__ void __launch_bounds__(256, 1)
     for (int64_t kt = 0; kt < nk; kt++) {
         xcopy(kt + 3); /* slot (kt + 3) % 4 last held step kt - 1, whose MMAs both warpgroups waited for */
         if (kt + 1 < nk) wload(kt + 1);
-        const uint32_t sx = sbase + (uint32_t)(kt % WG_S) * 2 * WG_XT;
-        const uint32_t sw = sbase + WG_S * 2 * WG_XT + (uint32_t)(kt & 1) * (WG_XT + 2 * GN * 4) + wg * 64 * 128;
-        const float *ds = (const float *)(wt + (kt & 1) * (WG_XT + 2 * GN * 4) + WG_XT);
+        const uint32_t sx = sbase + (uint32_t)(kt % WG_S) * WG_SLOT;
+        const uint32_t sw = sbase + WG_S * WG_SLOT + (uint32_t)(kt & 1) * WG_WT + wg * 64 * 128;
+        const float *ds = (const float *)(wt + (kt & 1) * WG_WT + WG_XT);
+        const float *sxs = (const float *)(sm + (kt % WG_S) * WG_SLOT + 2 * WG_XT);
         /* both groups in flight; group 0 (c0) into acc while group 1 runs, then group 1 (c1) */
         wg_fence();
         wg_mma(c0, wg_desc(sw), wg_desc(sx + WG_XT), 0);
@@ -254,12 +323,14 @@ __global__ void __launch_bounds__(256, 1)
             const float d1 = ds[2 * R1], d2 = ds[2 * (R1 + 8)];
 #pragma unroll
             for (int i = 0; i < 64; i++) acc[i] = fmaf(c0[i], (i & 2) ? d2 : d1, acc[i]);
+            if (Q4K) mins(ds, sxs, 0, R1);
         }
         wg_wait<0>();
         {
             const float d1 = ds[2 * R1 + 1], d2 = ds[2 * (R1 + 8) + 1];
 #pragma unroll
             for (int i = 0; i < 64; i++) acc[i] = fmaf(c1[i], (i & 2) ? d2 : d1, acc[i]);
+            if (Q4K) mins(ds, sxs, 1, R1);
         }
         mmv_cp_wait<2>();
         wg_proxy_fence();
@@ -275,79 +346,112 @@ __global__ void __launch_bounds__(256, 1)
         }
 }
 
+/* The wgmma candidate of the lab's type on x rows [first, first + n) of m: k_gemm_xsplit (and, for Q4_K,
+ * k_lab_xsum) into fresh buffers, then one launch into y (n x n_out). Returns a launcher for timing. */
+struct wg_run {
+    __half *xp;
+    float *xs, *xsum, *y;
+    int64_t n;
+};
+
+static wg_run wg_prepare(const lab_mv &m, uint32_t type, int64_t in, int64_t first, int64_t n, int64_t n_out) {
+    wg_run r;
+    const int64_t Tp = (n + GM - 1) / GM * GM;
+    r.n = n;
+    CK(cudaMalloc(&r.xp, (size_t)n * in * 2 * sizeof(__half)));
+    CK(cudaMalloc(&r.xs, sizeof(float) * Tp));
+    CK(cudaMalloc(&r.xsum, sizeof(float) * Tp * (in / 32)));
+    CK(cudaMalloc(&r.y, sizeof(float) * n * n_out));
+    CK(cudaMemset(r.y, 0xFF, sizeof(float) * n * n_out));
+    k_gemm_xsplit<<<(unsigned)n, 256>>>(m.dx + first * in, in, n, r.xs, r.xp);
+    if (type == MEMRA_TYPE_Q4_K) k_lab_xsum<<<(unsigned)n, 128>>>(r.xp, in, n, Tp, r.xsum);
+    return r;
+}
+
+static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out, const wg_run &r) {
+    const dim3 g((unsigned)((r.n + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
+    if (type == MEMRA_TYPE_Q4_K)
+        k_gemm_wg<MEMRA_TYPE_Q4_K><<<g, 256, WG_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, r.y, r.n);
+    else
+        k_gemm_wg<MEMRA_TYPE_Q8_0><<<g, 256, WG_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, r.y, r.n);
+}
+
 int main(int argc, char **argv) {
     const int T = argc > 1 ? atoi(argv[1]) : 512;
     const int64_t in = argc > 2 ? atoll(argv[2]) : 4096, n_out = argc > 3 ? atoll(argv[3]) : 12288;
-    if (in % 64) return fprintf(stderr, "gemm_lab: in %% 64 != 0\n"), 1;
+    const uint32_t type = argc > 4 && !strcmp(argv[4], "q4_k") ? MEMRA_TYPE_Q4_K : MEMRA_TYPE_Q8_0;
+    const bool q8 = type == MEMRA_TYPE_Q8_0;
+    if (in % (q8 ? 64 : 256) || T < 1) return fprintf(stderr, "gemm_lab: in %% %d != 0\n", q8 ? 64 : 256), 1;
     const double copy = lab_init();
-    printf("gemm_lab: T %d, {%lld, %lld} Q8_0; copy %.0f GB/s\n", T, (long long)in, (long long)n_out, copy);
-    lab_mv m = lab_mv_make(MEMRA_TYPE_Q8_0, in, n_out, T, 97);
-    const int64_t Tp = (T + GM - 1) / GM * GM;
-    __half *xp;
-    float *xs, *y0, *y1;
-    CK(cudaMalloc(&xp, (size_t)T * in * 2 * sizeof(__half)));
-    CK(cudaMalloc(&xs, sizeof(float) * Tp));
-    CK(cudaMalloc(&y0, sizeof(float) * T * n_out));
-    CK(cudaMalloc(&y1, sizeof(float) * T * n_out));
-    CK(cudaMemset(y0, 0xFF, sizeof(float) * T * n_out));
-    CK(cudaMemset(y1, 0xFF, sizeof(float) * T * n_out));
-    k_gemm_xsplit<<<T, 256>>>(m.dx, in, T, xs, xp);
-    const int smem = 2 * GQ_STAGE_BYTES;
-    CK(cudaFuncSetAttribute(k_gemm_q8, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CK(cudaFuncSetAttribute(k_gemm_q8_wide, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    auto base = [&]() { k_gemm_q8<<<grid, 256, smem>>>(m.dw, m.rb, in, n_out, xp, xs, y0, T, 0); };
-    auto wide = [&]() { k_gemm_q8_wide<<<grid, 128, smem>>>(m.dw, m.rb, in, n_out, xp, xs, y1, T, 0); };
-    base(), wide();
+    printf("gemm_lab: T %d, {%lld, %lld} %s; copy %.0f GB/s\n", T, (long long)in, (long long)n_out,
+           q8 ? "Q8_0" : "Q4_K", copy);
+    lab_mv m = lab_mv_make(type, in, n_out, T, 97);
+    const double flop = 2.0 * T * (double)in * (double)n_out;
+    const size_t ny = (size_t)T * n_out;
+    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+    int ok = 1;
+
+    /* the wgmma candidate: token 0 against the CPU; tokens 64 .. 163 alone give the same bits */
+    const wg_run w = wg_prepare(m, type, in, 0, T, n_out);
+    wg_launch(m, type, in, n_out, w);
     CK(cudaDeviceSynchronize());
-    float *h0 = (float *)malloc(sizeof(float) * T * n_out), *h1 = (float *)malloc(sizeof(float) * T * n_out);
-    lab_get(h0, y0, (size_t)T * n_out), lab_get(h1, y1, (size_t)T * n_out);
+    float *h2 = (float *)malloc(sizeof(float) * ny);
+    lab_get(h2, w.y, ny);
     double md = 0.0;
-    for (int64_t o = 0; o < n_out; o++) md = fmax(md, isfinite(h0[o]) ? fabs((double)h0[o] - m.ref[o]) : INFINITY);
-    const double err = md / m.mref;
-    const int same = !memcmp(h0, h1, sizeof(float) * T * n_out);
-    /* the wgmma candidate: within 1e-6 of max|y| of k_gemm_q8, and its rows of tokens 64 .. 163 equal to a
-     * 100-token launch of those tokens alone (other tiles, other T) */
-    float *y2, *y3, *xs3;
-    __half *xp3;
-    const int T3 = T >= 164 ? 100 : 0;
-    CK(cudaMalloc(&y2, sizeof(float) * T * n_out));
-    CK(cudaMemset(y2, 0xFF, sizeof(float) * T * n_out));
-    CK(cudaFuncSetAttribute(k_gemm_q8_wg, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
-    auto wgl = [&]() { k_gemm_q8_wg<<<grid, 256, WG_SMEM>>>(m.dw, m.rb, in, n_out, xp, xs, y2, T); };
-    wgl();
-    CK(cudaDeviceSynchronize());
-    float *h2 = (float *)malloc(sizeof(float) * T * n_out);
-    lab_get(h2, y2, (size_t)T * n_out);
-    double dm = 0.0, ym = 0.0;
-    for (int64_t i = 0; i < (int64_t)T * n_out; i++) {
-        const double d = fabs((double)h2[i] - (double)h0[i]);
-        dm = isfinite(d) && d > dm ? d : (isfinite(d) ? dm : INFINITY);
-        ym = fmax(ym, fabs((double)h0[i]));
-    }
-    const double wg_err = dm / ym;
-    int wg_inv = 1;
-    if (T3) {
-        CK(cudaMalloc(&xp3, (size_t)T3 * in * 2 * sizeof(__half)));
-        CK(cudaMalloc(&xs3, sizeof(float) * T3));
-        CK(cudaMalloc(&y3, sizeof(float) * T3 * n_out));
-        k_gemm_xsplit<<<T3, 256>>>(m.dx + 64 * in, in, T3, xs3, xp3);
-        const dim3 g3((unsigned)((T3 + GM - 1) / GM), grid.y);
-        k_gemm_q8_wg<<<g3, 256, WG_SMEM>>>(m.dw, m.rb, in, n_out, xp3, xs3, y3, T3);
+    for (int64_t o = 0; o < n_out; o++) md = fmax(md, isfinite(h2[o]) ? fabs((double)h2[o] - m.ref[o]) : INFINITY);
+    const double wg_cpu = md / m.mref;
+    ok &= wg_cpu <= 3e-4;
+    int wg_inv = -1;
+    if (T >= 164) {
+        const wg_run w3 = wg_prepare(m, type, in, 64, 100, n_out);
+        wg_launch(m, type, in, n_out, w3);
         CK(cudaDeviceSynchronize());
-        float *h3 = (float *)malloc(sizeof(float) * T3 * n_out);
-        lab_get(h3, y3, (size_t)T3 * n_out);
-        wg_inv = !memcmp(h3, h2 + 64 * n_out, sizeof(float) * T3 * n_out);
+        float *h3 = (float *)malloc(sizeof(float) * 100 * n_out);
+        lab_get(h3, w3.y, (size_t)100 * n_out);
+        wg_inv = !memcmp(h3, h2 + 64 * n_out, sizeof(float) * 100 * n_out);
+        ok &= wg_inv;
         free(h3);
     }
-    const double flop = 2.0 * T * (double)in * (double)n_out;
-    const double t0 = lab_time_us(base), t1 = lab_time_us(wide), t2 = lab_time_us(wgl);
-    printf("token 0 vs CPU: %.2e %s; wide == base: %s; wg vs base: %.2e %s; wg tokens 64-163 alone: %s\n", err,
-           err <= 3e-4 ? "ok" : "FAIL", same ? "yes" : "NO", wg_err, wg_err <= 1e-6 ? "ok" : "FAIL",
-           T3 ? (wg_inv ? "same bits" : "DIFFER") : "-");
-    printf("k_gemm_q8       %8.1f us  %6.1f TFLOP/s useful\n", t0, flop / t0 * 1e-6);
-    printf("k_gemm_q8_wide  %8.1f us  %6.1f TFLOP/s useful\n", t1, flop / t1 * 1e-6);
-    printf("k_gemm_q8_wg    %8.1f us  %6.1f TFLOP/s useful\n", t2, flop / t2 * 1e-6);
+    printf("k_gemm_wg: token 0 vs CPU %.2e %s; tokens 64-163 alone: %s\n", wg_cpu, wg_cpu <= 3e-4 ? "ok" : "FAIL",
+           wg_inv < 0 ? "-" : wg_inv ? "same bits" : "DIFFER");
+
+    if (q8) { /* k_gemm_q8 (production) and k_gemm_q8_wide on the same split activations */
+        float *y0, *y1;
+        CK(cudaMalloc(&y0, sizeof(float) * ny));
+        CK(cudaMalloc(&y1, sizeof(float) * ny));
+        CK(cudaMemset(y0, 0xFF, sizeof(float) * ny));
+        CK(cudaMemset(y1, 0xFF, sizeof(float) * ny));
+        const int smem = 2 * GQ_STAGE_BYTES;
+        CK(cudaFuncSetAttribute(k_gemm_q8, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CK(cudaFuncSetAttribute(k_gemm_q8_wide, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        const dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
+        auto base = [&]() { k_gemm_q8<<<grid, 256, smem>>>(m.dw, m.rb, in, n_out, w.xp, w.xs, y0, T, 0); };
+        auto wide = [&]() { k_gemm_q8_wide<<<grid, 128, smem>>>(m.dw, m.rb, in, n_out, w.xp, w.xs, y1, T, 0); };
+        base(), wide();
+        CK(cudaDeviceSynchronize());
+        float *h0 = (float *)malloc(sizeof(float) * ny), *h1 = (float *)malloc(sizeof(float) * ny);
+        lab_get(h0, y0, ny), lab_get(h1, y1, ny);
+        double bm = 0.0, dm = 0.0, ym = 0.0;
+        for (int64_t o = 0; o < n_out; o++) bm = fmax(bm, isfinite(h0[o]) ? fabs((double)h0[o] - m.ref[o]) : INFINITY);
+        for (size_t i = 0; i < ny; i++) {
+            const double d = fabs((double)h2[i] - (double)h0[i]);
+            dm = isfinite(d) ? fmax(dm, d) : INFINITY;
+            ym = fmax(ym, fabs((double)h0[i]));
+        }
+        const int same = !memcmp(h0, h1, sizeof(float) * ny);
+        const double wg_base = dm / ym;
+        ok &= bm / m.mref <= 3e-4 && same && wg_base <= 1e-6;
+        printf("k_gemm_q8: token 0 vs CPU %.2e; k_gemm_q8_wide == k_gemm_q8: %s; k_gemm_wg vs k_gemm_q8: %.2e %s\n",
+               bm / m.mref, same ? "yes" : "NO", wg_base, wg_base <= 1e-6 ? "ok" : "FAIL");
+        const double t0 = lab_time_us(base), t1 = lab_time_us(wide);
+        printf("k_gemm_q8       %8.1f us  %6.1f TFLOP/s useful\n", t0, flop / t0 * 1e-6);
+        printf("k_gemm_q8_wide  %8.1f us  %6.1f TFLOP/s useful\n", t1, flop / t1 * 1e-6);
+        free(h0), free(h1);
+    }
+    const double t2 = lab_time_us([&]() { wg_launch(m, type, in, n_out, w); });
+    printf("k_gemm_wg       %8.1f us  %6.1f TFLOP/s useful\n", t2, flop / t2 * 1e-6);
     lab_mv_free(&m);
-    return err <= 3e-4 && same && wg_err <= 1e-6 && wg_inv ? 0 : 1;
+    free(h2);
+    return ok ? 0 : 1;
 }
