@@ -68,18 +68,11 @@ int main(int argc, char **argv) {
     const double t_split = lab_time_us(ref_split), t_comb = lab_time_us([&]() { ref_comb(pref, oref); });
     printf("production  k_att_split %9.1f us  k_att_combine %7.1f us\n", t_split, t_comb);
     const size_t ps = att_pf_smem(hd);
-    auto pf = [&]() {
+    auto pf = [&]() { /* the production launch (cuda_launch without PDL in the lab) */
         att_args b = a;
         b.part = ptile, b.out = otile;
-        const int tq = ATT_PF_ROWS / G;
-        const dim3 grid((unsigned)((T + tq - 1) / tq), n_kv, (unsigned)(max_splits < ATT_PF_ZB ? max_splits : ATT_PF_ZB));
-        if (hd == 64) k_att_pf<64><<<grid, 256, ps>>>(b, T);
-        else if (hd == 128) k_att_pf<128><<<grid, 256, ps>>>(b, T);
-        else k_att_pf<256><<<grid, 256, ps>>>(b, T);
+        CK(hd == 64 ? att_pf_launch<64>(b, T, 0) : hd == 128 ? att_pf_launch<128>(b, T, 0) : att_pf_launch<256>(b, T, 0));
     };
-    CK(cudaFuncSetAttribute(k_att_pf<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_pf_smem(64)));
-    CK(cudaFuncSetAttribute(k_att_pf<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_pf_smem(128)));
-    CK(cudaFuncSetAttribute(k_att_pf<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)att_pf_smem(256)));
     pf(), ref_comb(ptile, otile);
     CK(cudaDeviceSynchronize());
     lab_get(o2, otile, on);

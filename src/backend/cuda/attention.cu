@@ -372,6 +372,18 @@ __global__ void __launch_bounds__(256, 1) k_att_pf(att_args a, int Tc) {
     }
 }
 
+/* k_att_pf<HD> over the a's n tokens, its shared-memory limit raised first */
+template <int HD>
+static cudaError_t att_pf_launch(const att_args &a, int n, cudaStream_t s) {
+    const int smem = (int)att_pf_smem(HD);
+    cudaError_t e = cuda_smem_limit<k_att_pf<HD>>(smem);
+    if (e != cudaSuccess) return e;
+    const int tq = ATT_PF_ROWS / a.G;
+    const unsigned gz = (unsigned)(a.max_splits < ATT_PF_ZB ? a.max_splits : ATT_PF_ZB);
+    cuda_launch(k_att_pf<HD>, dim3((unsigned)((n + tq - 1) / tq), (unsigned)a.n_kv, gz), 256, smem, s, a, n);
+    return cudaSuccess;
+}
+
 #ifndef MEMRA_ATT_LAB
 memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const float *k_cache, const float *v_cache,
                                int32_t n_ctx, const float *q, const float *gate, int64_t q_tok_stride,
@@ -415,18 +427,6 @@ memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const fl
     /* prefill: the query-tiled phase 1 (k_att_pf) */
     static int pf_on = -1;
     const bool pf = T >= ATT_PF_MIN_T && (hd == 64 || hd == 128 || hd == 256) && env_on("MEMRA_ATT_PF", &pf_on);
-    const size_t pf_shm = att_pf_smem(hd);
-    if (pf) {
-        static bool attr_set[3];
-        const int k = hd == 64 ? 0 : hd == 128 ? 1 : 2;
-        if (!attr_set[k]) {
-            cudaError_t e = hd == 64    ? cudaFuncSetAttribute(k_att_pf<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pf_shm)
-                            : hd == 128 ? cudaFuncSetAttribute(k_att_pf<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pf_shm)
-                                        : cudaFuncSetAttribute(k_att_pf<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pf_shm);
-            if ((st = cuda_check(be, e, "attention: prefill shared memory"))) return st;
-            attr_set[k] = true;
-        }
-    }
     for (int64_t t0 = 0; t0 < T; t0 += Tc) {
         int64_t n = T - t0 < Tc ? T - t0 : Tc;
         a.pos = b->d_pos + t0;
@@ -436,12 +436,10 @@ memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const fl
         a.gate = gate ? gate + t0 * q_tok_stride : NULL;
         a.out = out + t0 * (int64_t)n_head * hd;
         if (pf) {
-            const int tq = ATT_PF_ROWS / a.G;
-            const unsigned gz = (unsigned)(a.max_splits < ATT_PF_ZB ? a.max_splits : ATT_PF_ZB);
-            const dim3 grid((unsigned)((n + tq - 1) / tq), (unsigned)n_kv, gz);
-            if (hd == 64) cuda_launch(k_att_pf<64>, grid, 256, pf_shm, c->stream, a, (int)n);
-            else if (hd == 128) cuda_launch(k_att_pf<128>, grid, 256, pf_shm, c->stream, a, (int)n);
-            else cuda_launch(k_att_pf<256>, grid, 256, pf_shm, c->stream, a, (int)n);
+            cudaError_t e = hd == 64    ? att_pf_launch<64>(a, (int)n, c->stream)
+                            : hd == 128 ? att_pf_launch<128>(a, (int)n, c->stream)
+                                        : att_pf_launch<256>(a, (int)n, c->stream);
+            if ((st = cuda_check(be, e, "attention: prefill shared memory"))) return st;
         } else {
             const int gmax = ATT_BLOCKS / n_kv > 1 ? ATT_BLOCKS / n_kv : 1;
             const unsigned gx = (unsigned)(a.max_splits < gmax ? a.max_splits : gmax);

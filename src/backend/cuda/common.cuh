@@ -99,6 +99,25 @@ __device__ __forceinline__ void pdl_start(void) {
 #endif
 }
 
+/* The weight that block b of a multi-weight launch belongs to (mv_multi_args,
+ * mmv_args): blk0[wi] <= b < blk0[wi + 1], wi < 4. */
+__device__ __forceinline__ int cuda_blk_owner(const int (&blk0)[5], int b) {
+    int wi = 0;
+    while (wi < 3 && b >= blk0[wi + 1]) wi++;
+    return wi;
+}
+
+/* Raises kernel K's dynamic shared-memory limit to bytes, the first time
+ * only (per kernel: each K is its own instantiation). */
+template <auto K>
+static inline cudaError_t cuda_smem_limit(int bytes) {
+    static bool done = false;
+    if (done) return cudaSuccess;
+    cudaError_t e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    done = e == cudaSuccess;
+    return e;
+}
+
 /* 16-byte cp.async (global -> shared, L2 only), its commit and its wait for all but N groups */
 __device__ __forceinline__ void mmv_cp16(void *sdst, const void *gsrc) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(sdst)),

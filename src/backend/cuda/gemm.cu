@@ -79,25 +79,33 @@ __device__ __forceinline__ uint32_t g_pack_hi(float a, float b, uint32_t *lo) {
     return *(uint32_t *)&h;
 }
 
-/* s_t for each token row of x (k_gemm's activation scale): a power of two
- * with max|x_t| s_t in [2^14, 2^15), 1 for an all-zero row, the exponent
- * clamped to the normal range. One warp per token; the max is order-free. */
+/* max |v| over the float4s i0, i0 + step, ... below n4 of a row */
+__device__ __forceinline__ float g_absmax4(const float4 *__restrict__ p, int64_t n4, int i0, int step) {
+    float m = 0.0f;
+    for (int64_t i = i0; i < n4; i += step) {
+        const float4 v = __ldg(p + i);
+        m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    return m;
+}
+
+/* A token's activation scale s_t from its row's max|x| m: a power of two
+ * with m s_t in [2^14, 2^15), 1 for an all-zero row, the exponent clamped to
+ * the normal range (mv_split_exp). */
+__device__ __forceinline__ float g_tok_scale(float m) {
+    return __uint_as_float((uint32_t)((m > 0.0f ? mv_split_exp(m) : 0) + 127) << 23);
+}
+
+/* s_t for each token row of x (k_gemm's activation scale, g_tok_scale). One
+ * warp per token; the max is order-free. */
 __global__ void __launch_bounds__(256) k_tc_scale(const float *__restrict__ x, int64_t in, int64_t T,
                                                   float *__restrict__ scale) {
     pdl_start();
     const int64_t t = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     if (t >= T) return;
     const int lane = threadIdx.x & 31;
-    const float4 *p = (const float4 *)(x + t * in);
-    float m = 0.0f;
-    for (int64_t i = lane; i < in / 4; i += 32) {
-        const float4 v = __ldg(p + i);
-        m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-    }
-    m = warp_max(m);
-    if (lane) return;
-    const int es = m > 0.0f ? mv_split_exp(m) : 0;
-    scale[t] = __uint_as_float((uint32_t)(es + 127) << 23);
+    const float m = warp_max(g_absmax4((const float4 *)(x + t * in), in / 4, lane, 32));
+    if (lane == 0) scale[t] = g_tok_scale(m);
 }
 
 /* The epilogue of k_gemm and k_gemm_q8: a warp's 64 tokens (from tb) x 32
@@ -318,18 +326,13 @@ __global__ void __launch_bounds__(256) k_gemm_xsplit(const float *__restrict__ x
     pdl_start();
     const int64_t t = blockIdx.x;
     const float4 *p = (const float4 *)(x + t * in);
-    float m = 0.0f;
-    for (int64_t i = threadIdx.x; i < in / 4; i += 256) {
-        const float4 v = __ldg(p + i);
-        m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-    }
-    m = warp_max(m);
+    float m = warp_max(g_absmax4(p, in / 4, threadIdx.x, 256));
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
     __syncthreads();
     m = red[0];
 #pragma unroll
     for (int i = 1; i < 8; i++) m = fmaxf(m, red[i]); /* a max: any order gives k_tc_scale's value */
-    const float s = __uint_as_float((uint32_t)((m > 0.0f ? mv_split_exp(m) : 0) + 127) << 23);
+    const float s = g_tok_scale(m);
     if (threadIdx.x == 0) scale[t] = s;
     uint2 *hp = (uint2 *)(xp + t * in), *lp = (uint2 *)(xp + (T + t) * in);
     for (int64_t i = threadIdx.x; i < in / 4; i += 256) {
@@ -503,12 +506,8 @@ template <int TYPE, int NW>
 static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x,
                                const float *xscale, float *y, int64_t T, int accumulate, cudaStream_t s) {
     const int smem = 2 * G_STAGE(NW) * (int)sizeof(__half);
-    static bool attr_set = false; /* per instantiation; setting it twice is harmless */
-    if (!attr_set) {
-        cudaError_t e = cudaFuncSetAttribute(k_gemm<TYPE, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return e;
-        attr_set = true;
-    }
+    cudaError_t e = cuda_smem_limit<k_gemm<TYPE, NW>>(smem);
+    if (e != cudaSuccess) return e;
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
     cuda_launch(k_gemm<TYPE, NW>, grid, 256, smem, s, W, rb, in, n_out, x, xscale, y, T, accumulate);
     return cudaSuccess;
@@ -602,12 +601,7 @@ static memra_status gemm_q8_run(memra_backend *be, const uint8_t *W, size_t rb, 
     __half *xp = (__half *)c->xs;
     cuda_launch(k_gemm_xsplit, (unsigned)T, 256, 0, c->stream, x, in, T, c->tc_scale, xp);
     const int smem = 2 * GQ_STAGE_BYTES;
-    static bool attr_set = false;
-    if (!attr_set) {
-        cudaError_t e = cudaFuncSetAttribute(k_gemm_q8, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return cuda_check(be, e, "gemm q8_0: shared memory");
-        attr_set = true;
-    }
+    if ((st = cuda_check(be, cuda_smem_limit<k_gemm_q8>(smem), "gemm q8_0: shared memory"))) return st;
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
     cuda_launch(k_gemm_q8, grid, 256, smem, c->stream, W, rb, in, n_out, (const __half *)xp,
                 (const float *)c->tc_scale, y, T, accumulate);

@@ -151,8 +151,7 @@ struct mv_multi_args {
 template <int TYPE, int NT, int R, int WARPS, int U, bool SWIGLU>
 __global__ void __launch_bounds__(32 * WARPS) k_matvec_multi(mv_multi_args a, const float *__restrict__ x) {
     pdl_start();
-    int wi = 0;
-    while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
+    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
     const int64_t n_out = a.n_out[wi];
     constexpr int RO = SWIGLU ? 1 : R; /* output rows per warp */
     const int64_t blk_row = (int64_t)((int)blockIdx.x - a.blk0[wi]) * WARPS * RO;

@@ -358,8 +358,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
     __shared__ float ninv[MMV_MAX_T]; /* the input norm's factor per token */
     pdl_start();
     if (a.nw) block_inv_rms(a.x, a.in, a.T, a.eps, ninv);
-    int wi = 0;
-    while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
+    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
     const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 32);
     const int nsb = (int)(a.in / 256);
     const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;

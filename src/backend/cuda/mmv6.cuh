@@ -212,8 +212,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX) k_mmv6(mmv_args a) {
     const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
     if (a.nw) block_inv_rms(a.x, a.in, a.T, a.eps, ninv);
-    int wi = 0;
-    while (wi < 3 && (int)blockIdx.x >= a.blk0[wi + 1]) wi++;
+    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
     const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * 16, nrow = a.n_out[wi];
     const int nsb = (int)(a.in / 256);
     const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;

@@ -197,8 +197,7 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmvg(mmv_args a, const uint32_t *
     pdl_start();
     const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
     const int t0 = (int)blockIdx.x * G, cnt = a.T - t0 < G ? a.T - t0 : G;
-    int wi = 0;
-    while (wi < 3 && (int)blockIdx.y >= a.blk0[wi + 1]) wi++;
+    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.y);
     const int per = a.swiglu ? 16 : 32;
     const int64_t tile0 = ((int64_t)((int)blockIdx.y - a.blk0[wi]) * W + wp) * per;
     int64_t rbase[2], nrow[2];
@@ -253,8 +252,7 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmv6g(mmv_args a, const uint32_t 
     pdl_start();
     const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
     const int t0 = (int)blockIdx.x * G, cnt = a.T - t0 < G ? a.T - t0 : G;
-    int wi = 0;
-    while (wi < 3 && (int)blockIdx.y >= a.blk0[wi + 1]) wi++;
+    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.y);
     const int64_t tile0 = ((int64_t)((int)blockIdx.y - a.blk0[wi]) * W + wp) * 32, nrow = a.n_out[wi];
     const uint8_t *rows[2][2];
 #pragma unroll
