@@ -33,7 +33,12 @@
  *
  * A token's result depends only on its own activations and the row length:
  * every output element is the same chain of MMAs over k = 0, 16, 32, ...
- * whatever the token's position in the tile or the batch size. */
+ * whatever the token's position in the tile or the batch size.
+ *
+ * Q8_0 weights take exact-weight kernels instead (the integer weights in
+ * fp16, the group scales applied in fp32): k_gemm_q8 (mma.sync) and, first
+ * on sm_90a, k_gemm_wg (wgmma), which does Q4_K too; see their sections
+ * below. */
 #include <cuda_fp16.h>
 
 #include "backend/cuda/matvec.cuh"
@@ -313,7 +318,8 @@ __global__ void __launch_bounds__(256, 1)
  *
  * Needs in % 64 == 0: then every row starts 4-byte aligned (34 in / 32
  * bytes) and a 64-column step never ends inside a row. Other row lengths take
- * k_gemm. MEMRA_GEMM_Q8=0 in the environment sends Q8_0 to k_gemm too. */
+ * k_gemm. MEMRA_GEMM_Q8=0 in the environment sends Q8_0 to k_gemm too. On
+ * sm_90a, k_gemm_wg (below: the same arithmetic on wgmma) comes first. */
 
 #define GQ_STAGE_HALVES (3 * GM * GLD)                                     /* x hi, x lo (GM rows), weights (GN rows) */
 #define GQ_STAGE_BYTES (GQ_STAGE_HALVES * 2 + 2 * GN * (int)sizeof(float)) /* + the group scales */
@@ -494,6 +500,304 @@ __global__ void __launch_bounds__(256, 1)
     g_store(acc, t0 + wm, r0 + wn, lane, xscale, y, T, n_out, accumulate);
 }
 
+/* ---- k_gemm_wg: Q8_0 and Q4_K on wgmma (sm_90a) ----
+ *
+ * k_gemm_q8's arithmetic on the Hopper MMA: per 32-column group the integer
+ * weights q (exact in fp16) times the split activations from a zero
+ * accumulator, C = sum q (x_hi + x_lo) (small terms first: lo k 0-15, lo
+ * k 16-31, hi k 0-15, hi k 16-31), then acc = fma(C, d, acc) in fp32. Q4_K
+ * (w = d sc q - dmin m per 32-column sub-block): the group scale is d sc
+ * (exact: 11 x 6 bits), and each group adds acc = fma(-dmin m, sum(x), acc)
+ * with sum(x) the sum of the group's x_hi + x_lo (k_gemm_xsum).
+ *
+ * Why: k_gemm_q8's warps fetch their MMA fragments with ldmatrix, 160 bytes
+ * of shared memory traffic per MMA; Nsight Compute had its L1/shared pipe
+ * 65% busy and the tensor pipe 32% (bench/results/2026-12-03d-h200.md).
+ * wgmma (m64n128k16: a warpgroup's 64 weight rows x the block's 128 tokens)
+ * reads both operands from shared memory itself. What makes it pay:
+ * - tiles in the 128-byte swizzled K-major layout (row r's 16-byte chunk c
+ *   at r 128 + (c ^ (r % 8)) 16; descriptors: swizzle mode 1, 1024 bytes
+ *   between 8-row groups, k16 step i at + 32 i bytes);
+ * - two accumulator sets: a step's two groups (8 wgmma) are issued
+ *   together, and group 0's acc = fma(C, d, acc) runs while group 1's MMAs
+ *   do (wait_group 1). Overlapping across steps (a group in flight over the
+ *   barrier) made ptxas serialize the wgmma (C7514);
+ * - x tiles three steps ahead in a 4-slot cp.async ring; weights loaded one
+ *   step ahead into registers and converted by the warpgroup that
+ *   multiplies them while its MMAs run.
+ * The first wgmma attempt (commit dad340b, reverted: no-swizzle layout, each
+ * group's MMAs waited for before the next group's) was no faster than
+ * k_gemm_q8. Measured on the H200 with bench/kernels/gemm_lab.cu, T = 512:
+ * Q8_0 {4096, 12288} 121-125 TFLOP/s useful against k_gemm_q8's 104-106,
+ * with the same bits as k_gemm_q8 on that run; Q4_K {5120, 17408} 104.6
+ * TFLOP/s, token 0 within 6.8e-7 of max|ref| of the CPU. (k_gemm_q8 with
+ * 64 x 64 warp tiles, the other candidate, ran at 63: it spilled.)
+ *
+ * Bits: a token's result depends only on its own activations and the row
+ * length: every output element is the same chain of wgmma and fmas whatever
+ * its tile or T (tokens past T read token T - 1 and are not stored; the lab
+ * checks tokens 64-163 launched alone against a T = 512 launch, memcmp).
+ * The order inside a k16 step is the hardware's, so the bits need not equal
+ * k_gemm_q8's (the lab holds them to 1e-6 of max|y|), and Q4_K's differ from
+ * mmvg's (the T < 16 matvec's).
+ *
+ * Only sm_90a has wgmma: built for another arch, k_gemm_wg is empty and
+ * cuda_gemm_wg_takes says no (a device of compute capability 9.0 runs the
+ * sm_90a code: a plain sm_90 build stops here). MEMRA_GEMM_WG=0 in the
+ * environment sends both types back to k_gemm_q8 / mmvg. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "gemm.cu: build Hopper as sm_90a (make CUDA_ARCH=sm_90a): k_gemm_wg needs wgmma"
+#endif
+
+#define WG_S 4                                      /* x ring slots */
+#define WG_XT 16384                                 /* one 128 x 64 fp16 tile */
+#define WG_SLOT (2 * WG_XT + 1024)                  /* x hi, x lo and (Q4_K) the step's group sums of 128 tokens */
+#define WG_WT (WG_XT + 4 * GN * 4)                  /* a weight tile, its group scales and (Q4_K) mins */
+#define WG_SMEM (WG_S * WG_SLOT + 2 * WG_WT + 1024) /* + alignment slack: the tiles need 1024-byte alignment */
+
+/* byte offset of row r's 16-byte chunk c in a 128-byte swizzled tile */
+__device__ __forceinline__ uint32_t wg_sw(int r, int c) { return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4)); }
+
+/* the shared-memory matrix descriptor of a swizzled tile at shared address a */
+__device__ __forceinline__ uint64_t wg_desc(uint32_t a) {
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+#define WG_C8(i)                                                                                                 \
+    "+f"(c[i]), "+f"(c[i + 1]), "+f"(c[i + 2]), "+f"(c[i + 3]), "+f"(c[i + 4]), "+f"(c[i + 5]), "+f"(c[i + 6]), \
+        "+f"(c[i + 7])
+/* c (+)= A B over k16: A 64 x 16 at da, B 128 x 16 at db; from zero when !acc */
+__device__ __forceinline__ void wg_mma(float (&c)[64], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,"
+                 "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,"
+                 "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WG_C8(0), WG_C8(8), WG_C8(16), WG_C8(24), WG_C8(32), WG_C8(40), WG_C8(48), WG_C8(56)
+                 : "l"(da), "l"(db), "r"(acc));
+}
+#undef WG_C8
+__device__ __forceinline__ void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* makes this thread's generic-proxy shared writes (st.shared, cp.async) visible to the async proxy (wgmma) */
+__device__ __forceinline__ void wg_proxy_fence(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* 4 nibbles (bits 0-3 of each byte of w) -> 2 words of 2 exact fp16: 0x64 above each nibble is 1024 + q */
+__device__ __forceinline__ void g_q4_to_h2(uint32_t w, uint32_t *h01, uint32_t *h23) {
+    const __half2 bias = __half2half2(__ushort_as_half(0x6400)); /* 1024 */
+    uint32_t a = __byte_perm(w, 0x64646464u, 0x4140), b = __byte_perm(w, 0x64646464u, 0x4342);
+    __half2 ha = __hsub2(*(__half2 *)&a, bias), hb = __hsub2(*(__half2 *)&b, bias);
+    *h01 = *(uint32_t *)&ha, *h23 = *(uint32_t *)&hb;
+}
+
+/* The Q4_K min term's sums for k_gemm_wg: sum(x) of group g (32 columns) of
+ * token t = the sum of x_hi + x_lo over the group (xp from k_gemm_xsplit:
+ * the values the MMAs multiply), at xsum[((g / 2) Tp + t) 2 + g % 2], so
+ * that step g / 2's sums of a block's 128 tokens are 1024 contiguous bytes;
+ * tokens T .. Tp - 1 get zeros (k_gemm_wg copies whole tiles). Each sum is a
+ * fixed-order function of the token's own x: thread i adds x_hi + x_lo of
+ * columns 8 (i % 4) .. + 7 of group g0 + i / 4 in column order, then the 4
+ * threads of a group exchange their sums by a fixed butterfly (every one
+ * gets (s0 + s1) + (s2 + s3)). Launch contract: grid Tp (T rounded up to
+ * 128), block 256; in % 256 == 0 (a warp's 8 groups are all inside the row
+ * or all past it), xp and xsum 16-byte aligned. */
+__global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp, int64_t in, int64_t T, int64_t Tp,
+                                                   float *__restrict__ xsum) {
+    pdl_start();
+    const int64_t t = blockIdx.x, ng = in / 32;
+    const int q = threadIdx.x & 3;
+    for (int64_t g0 = 0; g0 < ng; g0 += 64) {
+        const int64_t g = g0 + (threadIdx.x >> 2);
+        float s = 0.0f;
+        if (t < T && g < ng) {
+            const uint4 h = __ldg((const uint4 *)(xp + t * in + 32 * g + 8 * q));
+            const uint4 l = __ldg((const uint4 *)(xp + (T + t) * in + 32 * g + 8 * q));
+            const __half2 *hh = (const __half2 *)&h, *lh = (const __half2 *)&l;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float2 a = __half22float2(hh[i]), b = __half22float2(lh[i]);
+                s = s + (a.x + b.x);
+                s = s + (a.y + b.y);
+            }
+        }
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        if (g < ng && q == 0) xsum[((g >> 1) * Tp + t) * 2 + (g & 1)] = s;
+    }
+}
+
+/* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256 (two
+ * warpgroups: warpgroup wg owns the block's weight rows 64 wg .. + 63 x its
+ * 128 tokens, 64 fp32 accumulators a thread), WG_SMEM bytes of dynamic
+ * shared memory (the 1024-aligned tiles start inside its first 1024 bytes);
+ * sm_90a; in % 64 == 0 (Q4_K: in % 256 == 0); W 16-byte aligned; xp and
+ * xscale from k_gemm_xsplit; Q4_K: xsum (16-byte aligned) from k_gemm_xsum
+ * with Tp = T rounded up to 128 (not read for Q8_0). Step kt covers columns
+ * 64 kt .. + 63 (two groups): a thread pair per weight row, thread tid % 2
+ * converting group tid % 2 (Q8_0: words 8 (tid % 2) .. + 8 of the pair's
+ * 68 bytes; Q4_K: quarter kt % 4 of super-block kt / 4, sub-blocks
+ * 2 (kt % 4) + {0, 1}: the low and high nibbles of one 32-byte run). Rows
+ * past n_out read row 0 and are zeroed. y[t][o] = accumulate ? y[t][o] + v
+ * : v. */
+template <int TYPE>
+__global__ void __launch_bounds__(256, 1)
+    k_gemm_wg(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
+              const __half *__restrict__ xp, const float *__restrict__ xsum, const float *__restrict__ xscale,
+              float *__restrict__ y, int64_t T, int accumulate) {
+    pdl_start();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K;
+    extern __shared__ uint8_t wg_raw[];
+    uint8_t *sm = (uint8_t *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023); /* swizzled tiles: 1024-aligned */
+    const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, wq = (tid >> 5) & 3;
+    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK, Tp = (T + GM - 1) / GM * GM;
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
+    uint8_t *wt = sm + WG_S * WG_SLOT; /* 2 x (weight tile, group scales, group mins) */
+    /* weights: warpgroup wg converts its own rows; thread pair per row, group tid & 1 */
+    const int wr = 64 * wg + ((tid & 127) >> 1), wh = tid & 1;
+    const bool wok = r0 + wr < n_out;
+    const uint8_t *wrow = W + (wok ? r0 + wr : 0) * row_bytes;
+    auto xcopy = [&](int64_t kt) { /* step kt's x tiles into slot kt % WG_S; always one commit group */
+        if (kt < nk) {
+            uint8_t *sl = sm + (kt % WG_S) * WG_SLOT;
+            if (Q4K && tid < 64) mmv_cp16(sl + 2 * WG_XT + 16 * tid, xsum + (kt * Tp + t0) * 2 + 4 * tid);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int part = j >> 2, n = (tid >> 3) + 32 * (j & 3), c = tid & 7;
+                const int64_t t = t0 + n < T ? t0 + n : T - 1;
+                mmv_cp16(sl + part * WG_XT + wg_sw(n, c), xp + (part * T + t) * in + 64 * kt + 8 * c);
+            }
+        }
+        mmv_cp_commit();
+    };
+    uint32_t v[12]; /* Q8_0: words 8 wh .. 8 wh + 8 of the pair's 68 bytes; Q4_K: the 16-byte header, 32 nibble bytes */
+    auto wload = [&](int64_t kt) {
+        if (Q4K) {
+            const uint8_t *b = wrow + 144 * (kt >> 2);
+            const uint4 h = __ldg((const uint4 *)b), q0 = __ldg((const uint4 *)(b + 16 + 32 * (kt & 3))),
+                        q1 = __ldg((const uint4 *)(b + 32 + 32 * (kt & 3)));
+            v[0] = h.x, v[1] = h.y, v[2] = h.z, v[3] = h.w;
+            v[4] = q0.x, v[5] = q0.y, v[6] = q0.z, v[7] = q0.w, v[8] = q1.x, v[9] = q1.y, v[10] = q1.z, v[11] = q1.w;
+        } else {
+            const uint32_t *p = (const uint32_t *)(wrow + 68 * kt) + 8 * wh;
+#pragma unroll
+            for (int i = 0; i < 9; i++) v[i] = __ldg(p + i);
+        }
+    };
+    auto wstore = [&](int64_t kt) {
+        uint8_t *t = wt + (kt & 1) * WG_WT;
+        float *sc = (float *)(t + WG_XT);
+        uint32_t hw[16];
+        if (Q4K) {
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                g_q4_to_h2(wok ? (v[4 + i] >> (4 * wh)) & 0x0F0F0F0Fu : 0u, &hw[2 * i], &hw[2 * i + 1]);
+            /* sub-block j's 6-bit scale and min (dq_k4_scale_min) from scales[12] = header bytes 4-15 */
+            const int j = 2 * (int)(kt & 3) + wh;
+            auto sb = [&](int i) { /* selects, not an indexed v[]: that would put v in local memory */
+                const uint32_t w = (i >> 2) == 0 ? v[1] : (i >> 2) == 1 ? v[2] : v[3];
+                return (int)((w >> (8 * (i & 3))) & 0xFFu);
+            };
+            const int s6 = j < 4 ? sb(j) & 63 : (sb(j + 4) & 0xF) | ((sb(j - 4) >> 6) << 4);
+            const int m6 = j < 4 ? sb(j + 4) & 63 : (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
+            const float d = __half2float(__ushort_as_half((uint16_t)v[0])),
+                        dm = __half2float(__ushort_as_half((uint16_t)(v[0] >> 16)));
+            sc[2 * wr + wh] = wok ? d * (float)s6 : 0.0f; /* exact: 11 x 6 bits */
+            sc[2 * GN + 2 * wr + wh] = wok ? dm * (float)m6 : 0.0f;
+        } else {
+            const uint32_t sh = wh ? 32 : 16;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                g_q8_to_h2(wok ? __funnelshift_rc(v[i], v[i + 1], sh) : 0u, &hw[2 * i], &hw[2 * i + 1]);
+            const uint16_t d = (uint16_t)(wh ? v[0] >> 16 : v[0]);
+            sc[2 * wr + wh] = wok ? __half2float(__ushort_as_half(d)) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            *(uint4 *)(t + wg_sw(wr, 4 * wh + i)) = make_uint4(hw[4 * i], hw[4 * i + 1], hw[4 * i + 2], hw[4 * i + 3]);
+    };
+    float acc[64], c0[64], c1[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f, c0[i] = 0.0f, c1[i] = 0.0f;
+    const int R1 = 64 * wg + 16 * wq + (lane >> 2); /* this thread's rows R1, R1 + 8 */
+    /* Q4_K: acc -= dmin m sum(x) of group g, per token (acc[4 j + e]: token 8 j + 2 (lane % 4) + (e & 1)) */
+    auto mins = [&](const float *ds, const float *sxs, int g, const int R) {
+        const float m1 = -ds[2 * GN + 2 * R + g], m2 = -ds[2 * GN + 2 * (R + 8) + g];
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float sx = sxs[2 * (8 * j + 2 * (lane & 3) + e) + g];
+                acc[4 * j + e] = fmaf(m1, sx, acc[4 * j + e]);
+                acc[4 * j + 2 + e] = fmaf(m2, sx, acc[4 * j + 2 + e]);
+            }
+    };
+
+    xcopy(0), xcopy(1), xcopy(2);
+    wload(0);
+    wstore(0);
+    mmv_cp_wait<2>();
+    wg_proxy_fence();
+    __syncthreads();
+    for (int64_t kt = 0; kt < nk; kt++) {
+        xcopy(kt + 3); /* slot (kt + 3) % 4 last held step kt - 1, whose MMAs both warpgroups waited for */
+        if (kt + 1 < nk) wload(kt + 1);
+        const uint32_t sx = sbase + (uint32_t)(kt % WG_S) * WG_SLOT;
+        const uint32_t sw = sbase + WG_S * WG_SLOT + (uint32_t)(kt & 1) * WG_WT + wg * 64 * 128;
+        const float *ds = (const float *)(wt + (kt & 1) * WG_WT + WG_XT);
+        const float *sxs = (const float *)(sm + (kt % WG_S) * WG_SLOT + 2 * WG_XT);
+        /* both groups in flight; group 0 (c0) into acc while group 1 runs, then group 1 (c1) */
+        wg_fence();
+        wg_mma(c0, wg_desc(sw), wg_desc(sx + WG_XT), 0);
+        wg_mma(c0, wg_desc(sw + 32), wg_desc(sx + WG_XT + 32), 1);
+        wg_mma(c0, wg_desc(sw), wg_desc(sx), 1);
+        wg_mma(c0, wg_desc(sw + 32), wg_desc(sx + 32), 1);
+        wg_commit();
+        wg_mma(c1, wg_desc(sw + 64), wg_desc(sx + WG_XT + 64), 0);
+        wg_mma(c1, wg_desc(sw + 96), wg_desc(sx + WG_XT + 96), 1);
+        wg_mma(c1, wg_desc(sw + 64), wg_desc(sx + 64), 1);
+        wg_mma(c1, wg_desc(sw + 96), wg_desc(sx + 96), 1);
+        wg_commit();
+        /* this warpgroup's rows of step kt + 1, while both groups run: tile (kt + 1) & 1 was last read by
+         * step kt - 1's MMAs */
+        if (kt + 1 < nk) wstore(kt + 1);
+        wg_wait<1>();
+        {
+            const float d1 = ds[2 * R1], d2 = ds[2 * (R1 + 8)];
+#pragma unroll
+            for (int i = 0; i < 64; i++) acc[i] = fmaf(c0[i], (i & 2) ? d2 : d1, acc[i]);
+            if (Q4K) mins(ds, sxs, 0, R1);
+        }
+        wg_wait<0>();
+        {
+            const float d1 = ds[2 * R1 + 1], d2 = ds[2 * (R1 + 8) + 1];
+#pragma unroll
+            for (int i = 0; i < 64; i++) acc[i] = fmaf(c1[i], (i & 2) ? d2 : d1, acc[i]);
+            if (Q4K) mins(ds, sxs, 1, R1);
+        }
+        mmv_cp_wait<2>();
+        wg_proxy_fence();
+        __syncthreads();
+    }
+    /* acc[4 j + e]: row R1 + 8 (e >> 1), token 8 j + 2 (lane % 4) + (e & 1) */
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int64_t t = t0 + 8 * j + 2 * (lane & 3) + (e & 1), o = r0 + R1 + 8 * (e >> 1);
+            if (t < T && o < n_out) {
+                float *yp = y + t * n_out + o;
+                const float yv = acc[4 * j + e] * (1.0f / xscale[t]); /* exact: a power of two */
+                *yp = accumulate ? *yp + yv : yv;
+            }
+        }
+#endif
+}
+
 /* fp16 parts of a decoded weight: F16 weights are their own high part, and so are BF16 weights (8 mantissa
  * bits) except under fp16's normal range (2^-14), where the subnormal rounding error is at most 2^-25
  * absolute; the others get a w_lo term */
@@ -608,6 +912,53 @@ static memra_status gemm_q8_run(memra_backend *be, const uint8_t *W, size_t rb, 
     return CUDA_LAUNCHED(be, "gemm q8_0");
 }
 
+/* The wgmma path (k_gemm_xsplit, for Q4_K k_gemm_xsum, then k_gemm_wg) in
+ * the backend's second workspace (xs): the split activations xp (4 T in
+ * bytes), then for Q4_K the group sums xsum (4 Tp in / 32 bytes, Tp = T
+ * rounded up to 128, 16-byte aligned); the token scales in tc_scale. */
+template <int TYPE>
+static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, int64_t in, int64_t n_out,
+                                const float *x, float *y, int64_t T, int accumulate) {
+    constexpr bool q4k = TYPE == MEMRA_TYPE_Q4_K;
+    cuda_impl *c = cuda_of(be);
+    const int64_t Tp = (T + GM - 1) / GM * GM;
+    const size_t xp_bytes = (size_t)T * (size_t)in * 2 * sizeof(__half), sum_off = (xp_bytes + 15) & ~(size_t)15;
+    memra_status st = tc_scale_reserve(be, T);
+    if (!st) st = cuda_xs_reserve(be, q4k ? sum_off + (size_t)Tp * (size_t)(in / 32) * sizeof(float) : xp_bytes);
+    if (st) return st;
+    __half *xp = (__half *)c->xs;
+    float *xsum = q4k ? (float *)((uint8_t *)c->xs + sum_off) : NULL;
+    cuda_launch(k_gemm_xsplit, (unsigned)T, 256, 0, c->stream, x, in, T, c->tc_scale, xp);
+    if (q4k) cuda_launch(k_gemm_xsum, (unsigned)Tp, 256, 0, c->stream, xp, in, T, Tp, xsum);
+    if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE>>(WG_SMEM), "gemm wg: shared memory"))) return st;
+    dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
+    cuda_launch(k_gemm_wg<TYPE>, grid, 256, WG_SMEM, c->stream, W, rb, in, n_out, xp, (const float *)xsum,
+                (const float *)c->tc_scale, y, T, accumulate);
+    return CUDA_LAUNCHED(be, q4k ? "gemm wg q4_k" : "gemm wg q8_0");
+}
+
+/* k_gemm_wg's device: compute capability 9.0, which runs the sm_90a code
+ * (the only Hopper build: see the #error above k_gemm_wg). Asked once; one
+ * device per process. */
+static int wg_device(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        int dev = 0, major = 0, minor = 0;
+        ok = cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
+             minor == 0;
+        (void)cudaGetLastError(); /* a failed query must not be reported by the next launch check */
+    }
+    return ok;
+}
+
+int cuda_gemm_wg_takes(uint32_t type, int64_t in, int64_t n_out) {
+    static int on = -1;
+    const int shape_ok = (type == MEMRA_TYPE_Q8_0 && in % GK == 0) || (type == MEMRA_TYPE_Q4_K && in % 256 == 0);
+    return shape_ok && n_out > G_MV_MAX_ROWS && env_on("MEMRA_GEMM_WG", &on) && wg_device();
+}
+
 memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                           int accumulate) {
     int64_t in = w->ne[0], n_out = w->ne[1];
@@ -620,6 +971,9 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
                     (const float *)w->data, in, n_out, x, y, T, accumulate);
         return CUDA_LAUNCHED(be, "gemm f32");
     }
+    if (cuda_gemm_wg_takes(w->type, in, n_out))
+        return w->type == MEMRA_TYPE_Q4_K ? gemm_wg_run<MEMRA_TYPE_Q4_K>(be, W, rb, in, n_out, x, y, T, accumulate)
+                                          : gemm_wg_run<MEMRA_TYPE_Q8_0>(be, W, rb, in, n_out, x, y, T, accumulate);
     static int q8_on = -1;
     if (!narrow && w->type == MEMRA_TYPE_Q8_0 && in % GK == 0 && env_on("MEMRA_GEMM_Q8", &q8_on))
         return gemm_q8_run(be, W, rb, in, n_out, x, y, T, accumulate);

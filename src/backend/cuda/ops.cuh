@@ -58,6 +58,10 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
  * cuda_op_matmul after its checks */
 memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                           int accumulate);
+/* 1 when cuda_gemm_tc runs k_gemm_wg (wgmma) for this weight: Q8_0 with
+ * in % 64 == 0 or Q4_K with in % 256 == 0, more than 512 rows, an sm_90a
+ * device, MEMRA_GEMM_WG not 0 */
+int cuda_gemm_wg_takes(uint32_t type, int64_t in, int64_t n_out);
 
 /* rope.cu: the fused attention head op (backend.h qk_norm_rope_store) */
 memra_status cuda_op_qk_norm_rope_store(memra_backend *be, const memra_batch *b, float *q, int64_t q_tok_stride,
