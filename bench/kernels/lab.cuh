@@ -152,6 +152,45 @@ static double lab_time_us(F launch) {
     return ms[reps / 2] * 1e3;
 }
 
+/* Microseconds per launch of `n` launches back to back on stream 0, launch(i)
+ * using weight copy i % copies: what a decode step sees (cold L2 when the
+ * copies together exceed it, no host gap, launch overheads overlapped as the
+ * stream allows). Median of 5 such runs after one warm-up run. */
+template <class F>
+static double lab_stream_us(F launch, int n, int copies) {
+    enum { reps = 6 };
+    float ms[reps];
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(a, 0));
+        for (int i = 0; i < n; i++) launch(i % copies);
+        CK(cudaEventRecord(b, 0));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms[r], a, b));
+    }
+    CK(cudaGetLastError());
+    qsort(ms + 1, reps - 1, sizeof ms[0], lab_cmp_f);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return ms[1 + (reps - 1) / 2] * 1e3 / n;
+}
+
+/* Enough device copies of `bytes` at d0 (d0 itself first) that the copies
+ * together are over 160 MiB (H200 L2: 50 MiB); returns their count. */
+static inline int lab_copies(const uint8_t *d0, size_t bytes, const uint8_t **out, int max) {
+    int k = (int)((160u << 20) / bytes) + 2;
+    k = k > max ? max : k;
+    out[0] = d0;
+    for (int i = 1; i < k; i++) {
+        void *d;
+        CK(cudaMalloc(&d, bytes + 64));
+        CK(cudaMemcpy(d, d0, bytes, cudaMemcpyDeviceToDevice));
+        out[i] = (const uint8_t *)d;
+    }
+    return k;
+}
+
 /* Device-to-device copy rate of 1 GiB, read + write counted, best of 5 after
  * a warm-up: the ceiling the lab percentages refer to. */
 static inline double lab_copy_gbs(void) {

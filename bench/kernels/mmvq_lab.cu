@@ -20,22 +20,26 @@
  * row length only.
  *
  * Variants (main): v0 = TL 2 tiles per warp, NB 1 super-block in flight,
- * production ks: the configuration measured in run 12 (the kernel was
- * written for it alone then and has since been templated on TL and NB,
- * with the same operations per super-block). v1..v5 (TL/NB 2/2, 1/2, 1/4,
- * 1/1, and 2/1 at ks 8) were written after this session's last device
- * call and HAVE NOT RUN YET: they test whether issuing a warp's super-block
- * loads together closes the gap on the decode-sized matrices.
+ * production ks: the configuration measured in run 12. The others (TL, NB,
+ * ks in main's table) test whether issuing a warp's super-block loads
+ * together (NB > 0) or software-pipelined (NB < 0) closes the gap on the
+ * decode-sized matrices.
+ *
+ * Also: the drop-in version with the conversion inside the kernel
+ * (mmvq_inkernel.cuh, k_mmvq<NP, PF>), with and without an input norm,
+ * back to back against k_mmv with the same norm ("PROD" lines).
  *
  * Checks: T = 1 against the CPU reference (memra_dot_row, all rows,
- * max|gpu - cpu| / max|cpu| <= 1e-5, the gate's tolerance). Times (median
- * of 15 after an L2 flush, launch latency included): k_mmv, the prep
- * alone, the matvec alone, prep + matvec back to back.
+ * max|gpu - cpu| / max|cpu| <= 1e-5, the gate's tolerance), every variant.
+ * Times: median of 15 single launches after an L2 flush (launch latency
+ * included): k_mmv, the prep alone, the matvec alone, prep + matvec; and
+ * "stream": 64 launches back to back over rotating weight copies (> L2),
+ * per launch, which is closer to what a decode step sees.
  *
  *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh mmvq_lab [in n_out] */
 #include <math.h>
 
-#include "backend/cuda/mmv.cuh"
+#include "mmvq_inkernel.cuh"
 #include "lab.cuh"
 
 #define Q_SB_B 768 /* limb bytes per token and super-block: 3 limbs x 4 lane groups x 8 sub-blocks x 8 */
@@ -95,16 +99,114 @@ __device__ __forceinline__ void q_imma(int *c, uint32_t a0, uint32_t a1, uint32_
 
 __device__ __forceinline__ uint32_t q_byte(uint32_t w, int i) { return (w >> (8 * i)) & 0xFFu; }
 
+/* One super-block's raw bytes for a warp's TL 16-row tiles: thread (g =
+ * lane / 4, t = lane % 4) holds rows g, g + 8 of each tile (the 16-byte
+ * head: d, dmin, scales; its 4 x 8 qs bytes at 32 p + 8 t) and, for g < 3,
+ * limb g's B fragments. */
+template <int TL>
+struct q_raw {
+    uint4 head[TL][2];
+    uint2 qs[TL][2][4];
+    uint4 bq[4];
+};
+
+template <int TL>
+__device__ __forceinline__ void q_fetch(q_raw<TL> &b, const uint8_t *const (&rows)[TL][2], const uint8_t *planes,
+                                        int sb, int g, int t) {
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *p = rows[tl][r] + (int64_t)sb * 144;
+            b.head[tl][r] = __ldg((const uint4 *)p);
+#pragma unroll
+            for (int k = 0; k < 4; k++) b.qs[tl][r][k] = __ldg((const uint2 *)(p + 16 + 32 * k + 8 * t));
+        }
+#pragma unroll
+    for (int i = 0; i < 4; i++) b.bq[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (g < 3) {
+        const uint4 *bp = (const uint4 *)(planes + (int64_t)sb * Q_SB_B + g * 256 + t * 64);
+#pragma unroll
+        for (int i = 0; i < 4; i++) b.bq[i] = __ldg(bp + i);
+    }
+}
+
+/* The MMAs and the fp32 update of super-block sb from b (see the header). */
+template <int TL>
+__device__ __forceinline__ void q_step(const q_raw<TL> &b, int sb, const float *ssum, const float *sxinv,
+                                       float (&accf)[TL][4], float (&mt)[TL][2]) {
+    const float sx = __ldg(sxinv + sb);
+    int A[TL][4];
+    uint32_t scw[TL][2][2];
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++) {
+        A[tl][0] = A[tl][1] = A[tl][2] = A[tl][3] = 0;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const uint4 h = b.head[tl][r];
+            scw[tl][r][0] = h.y & 0x3F3F3F3Fu;
+            scw[tl][r][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        const uint4 bb = b.bq[p];
+#pragma unroll
+        for (int tl = 0; tl < TL; tl++) {
+            uint32_t lo[2][2], hi[2][2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint2 w = b.qs[tl][r][p];
+                lo[r][0] = w.x & 0x0F0F0F0Fu, lo[r][1] = w.y & 0x0F0F0F0Fu;
+                hi[r][0] = (w.x >> 4) & 0x0F0F0F0Fu, hi[r][1] = (w.y >> 4) & 0x0F0F0F0Fu;
+            }
+            int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
+            q_imma(c0, lo[0][0], lo[1][0], lo[0][1], lo[1][1], bb.x, bb.y); /* sub-block 2 p */
+            q_imma(c1, hi[0][0], hi[1][0], hi[0][1], hi[1][1], bb.z, bb.w); /* sub-block 2 p + 1 */
+            const int j0 = 2 * p, j1 = 2 * p + 1;
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int s0 = (int)q_byte(scw[tl][r][j0 >> 2], j0 & 3);
+                const int s1 = (int)q_byte(scw[tl][r][j1 >> 2], j1 & 3);
+                A[tl][2 * r] += s0 * c0[2 * r] + s1 * c1[2 * r];
+                A[tl][2 * r + 1] += s0 * c0[2 * r + 1] + s1 * c1[2 * r + 1];
+            }
+        }
+    }
+    float S[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) S[j] = __ldg(ssum + (int64_t)sb * 8 + j);
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const uint4 h = b.head[tl][r];
+            const float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xFFFF)));
+            const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
+            const uint32_t mw0 = h.z & 0x3F3F3F3Fu;
+            const uint32_t mw1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
+            float M = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) M = fmaf((float)q_byte(j < 4 ? mw0 : mw1, j & 3), S[j], M);
+            const float ds = __fmul_rn(d, sx);
+            accf[tl][2 * r] = fmaf(ds, (float)A[tl][2 * r], accf[tl][2 * r]);
+            accf[tl][2 * r + 1] = fmaf(ds, (float)A[tl][2 * r + 1], accf[tl][2 * r + 1]);
+            mt[tl][r] = fmaf(__fmul_rn(dmin, sx), M, mt[tl][r]);
+        }
+}
+
 /* Launch contract: grid ceil(n_out / (16 TL)), block 32 ks (ks = mmv_ks(in /
  * 256) in production; other values for timing), T = 1. Warp w takes
  * super-blocks [w nsb / ks, (w + 1) nsb / ks) of the block's TL 16-row
- * tiles, NB super-blocks at a time with all their loads issued before any
- * is used; thread (g = lane / 4, t = lane % 4) holds rows g, g + 8 and C
+ * tiles; thread (g = lane / 4, t = lane % 4) holds rows g, g + 8 and C
  * columns 2 t, 2 t + 1 (limbs 0, 1 for t = 0, limb 2 for t = 1). The ks
- * partial rows are added in warp order. TL and NB change no bit. */
+ * partial rows are added in warp order. NB > 0: NB super-blocks at a time,
+ * all their loads issued before any is used; NB < 0: software pipelined,
+ * the loads of super-block sb + |NB| issued right after sb's bytes are
+ * consumed (|NB| in flight). TL and NB change no bit. */
 template <int TL, int NB>
-__global__ void __launch_bounds__(256, 2)
-    k_mmvq(const uint8_t *__restrict__ W, size_t rb, int64_t n_out, int64_t in, const uint8_t *__restrict__ planes,
+__global__ void __launch_bounds__(256, TL * (NB > 0 ? NB : -NB) > 2 ? 1 : 2)
+    k_mmvq_lab(const uint8_t *__restrict__ W, size_t rb, int64_t n_out, int64_t in, const uint8_t *__restrict__ planes,
            const float *__restrict__ ssum, const float *__restrict__ sxinv, float *__restrict__ y) {
     __shared__ float part[MMV_KS_MAX][32];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
@@ -120,93 +222,30 @@ __global__ void __launch_bounds__(256, 2)
     float accf[TL][4], mt[TL][2];
 #pragma unroll
     for (int tl = 0; tl < TL; tl++) accf[tl][0] = accf[tl][1] = accf[tl][2] = accf[tl][3] = mt[tl][0] = mt[tl][1] = 0.0f;
+    constexpr int D = NB > 0 ? NB : -NB;
+    q_raw<TL> buf[D];
+    if (NB > 0) {
 #pragma unroll 1
-    for (int c = sb0; c < sb1; c += NB) {
-        uint4 head[NB][TL][2];
-        uint2 qs[NB][TL][2][4];
-        uint4 bq[NB][4];
+        for (int c = sb0; c < sb1; c += D) {
 #pragma unroll
-        for (int n = 0; n < NB; n++) {
-            const int sb = c + n < sb1 ? c + n : sb1 - 1;
+            for (int n = 0; n < D; n++) q_fetch(buf[n], rows, planes, c + n < sb1 ? c + n : sb1 - 1, g, t);
 #pragma unroll
-            for (int tl = 0; tl < TL; tl++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const uint8_t *b = rows[tl][r] + (int64_t)sb * 144;
-                    head[n][tl][r] = __ldg((const uint4 *)b);
-#pragma unroll
-                    for (int p = 0; p < 4; p++) qs[n][tl][r][p] = __ldg((const uint2 *)(b + 16 + 32 * p + 8 * t));
-                }
-#pragma unroll
-            for (int i = 0; i < 4; i++) bq[n][i] = make_uint4(0u, 0u, 0u, 0u);
-            if (g < 3) {
-                const uint4 *bp = (const uint4 *)(planes + (int64_t)sb * Q_SB_B + g * 256 + t * 64);
-#pragma unroll
-                for (int i = 0; i < 4; i++) bq[n][i] = __ldg(bp + i);
+            for (int n = 0; n < D; n++) {
+                if (c + n >= sb1) break;
+                q_step(buf[n], c + n, ssum, sxinv, accf, mt);
             }
         }
+    } else {
 #pragma unroll
-        for (int n = 0; n < NB; n++) {
-            const int sb = c + n;
-            if (sb >= sb1) break;
-            const float sx = __ldg(sxinv + sb);
-            int A[TL][4];
-            uint32_t scw[TL][2][2];
+        for (int n = 0; n < D; n++) q_fetch(buf[n], rows, planes, sb0 + n < sb1 ? sb0 + n : sb1 - 1, g, t);
+#pragma unroll 1
+        for (int c = sb0; c < sb1; c += D) {
 #pragma unroll
-            for (int tl = 0; tl < TL; tl++) {
-                A[tl][0] = A[tl][1] = A[tl][2] = A[tl][3] = 0;
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const uint4 h = head[n][tl][r];
-                    scw[tl][r][0] = h.y & 0x3F3F3F3Fu;
-                    scw[tl][r][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
-                }
+            for (int n = 0; n < D; n++) {
+                if (c + n >= sb1) break;
+                q_step(buf[n], c + n, ssum, sxinv, accf, mt);
+                if (c + n + D < sb1) q_fetch(buf[n], rows, planes, c + n + D, g, t);
             }
-#pragma unroll
-            for (int p = 0; p < 4; p++) {
-                const uint4 bb = bq[n][p];
-#pragma unroll
-                for (int tl = 0; tl < TL; tl++) {
-                    uint32_t lo[2][2], hi[2][2];
-#pragma unroll
-                    for (int r = 0; r < 2; r++) {
-                        const uint2 w = qs[n][tl][r][p];
-                        lo[r][0] = w.x & 0x0F0F0F0Fu, lo[r][1] = w.y & 0x0F0F0F0Fu;
-                        hi[r][0] = (w.x >> 4) & 0x0F0F0F0Fu, hi[r][1] = (w.y >> 4) & 0x0F0F0F0Fu;
-                    }
-                    int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
-                    q_imma(c0, lo[0][0], lo[1][0], lo[0][1], lo[1][1], bb.x, bb.y); /* sub-block 2 p */
-                    q_imma(c1, hi[0][0], hi[1][0], hi[0][1], hi[1][1], bb.z, bb.w); /* sub-block 2 p + 1 */
-                    const int j0 = 2 * p, j1 = 2 * p + 1;
-#pragma unroll
-                    for (int r = 0; r < 2; r++) {
-                        const int s0 = (int)q_byte(scw[tl][r][j0 >> 2], j0 & 3);
-                        const int s1 = (int)q_byte(scw[tl][r][j1 >> 2], j1 & 3);
-                        A[tl][2 * r] += s0 * c0[2 * r] + s1 * c1[2 * r];
-                        A[tl][2 * r + 1] += s0 * c0[2 * r + 1] + s1 * c1[2 * r + 1];
-                    }
-                }
-            }
-            float S[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) S[j] = __ldg(ssum + (int64_t)sb * 8 + j);
-#pragma unroll
-            for (int tl = 0; tl < TL; tl++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const uint4 h = head[n][tl][r];
-                    const float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xFFFF)));
-                    const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
-                    const uint32_t mw0 = h.z & 0x3F3F3F3Fu;
-                    const uint32_t mw1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
-                    float M = 0.0f;
-#pragma unroll
-                    for (int j = 0; j < 8; j++) M = fmaf((float)q_byte(j < 4 ? mw0 : mw1, j & 3), S[j], M);
-                    const float ds = __fmul_rn(d, sx);
-                    accf[tl][2 * r] = fmaf(ds, (float)A[tl][2 * r], accf[tl][2 * r]);
-                    accf[tl][2 * r + 1] = fmaf(ds, (float)A[tl][2 * r + 1], accf[tl][2 * r + 1]);
-                    mt[tl][r] = fmaf(__fmul_rn(dmin, sx), M, mt[tl][r]);
-                }
         }
     }
 #pragma unroll
@@ -254,16 +293,26 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&ssum, sizeof(float) * nsb * 8));
     CK(cudaMalloc(&sxinv, sizeof(float) * nsb));
     auto prep = [&] { k_q_prep<<<dim3((unsigned)nsb, 1), 32>>>(dx, in, planes, ssum, sxinv); };
-    /* variant v: TL, NB, ks (0 = production ks) */
-    static const int vtl[6] = {2, 2, 1, 1, 1, 2}, vnb[6] = {1, 2, 2, 4, 1, 1}, vks[6] = {0, 0, 0, 0, 0, 8};
+    /* variant v: TL, NB (< 0: pipelined), ks (0 = production ks) */
+    static const int vtl[] = {2, 2, 1, 1, 1, 2, 1, 1, 2, 1, 1, 1};
+    static const int vnb[] = {1, 2, 2, 4, 1, 1, -2, -3, -2, 4, -2, -2};
+    static const int vks[] = {0, 0, 0, 0, 0, 8, 0, 0, 0, 8, 8, 2};
+    const int nvar = (int)(sizeof vtl / sizeof vtl[0]);
     int var = 0;
-    auto mv = [&] {
-        const int tl = vtl[var], k = vks[var] ? (vks[var] < nsb ? vks[var] : nsb) : ks;
+    const uint8_t *cw[64];
+    const int ncw = lab_copies(dw, wb, cw, 64);
+    auto mvw = [&](const uint8_t *w) {
+        const int tl = vtl[var], nb = vnb[var], k = vks[var] ? (vks[var] < nsb ? vks[var] : nsb) : ks;
         const unsigned grid = (unsigned)((n_out + 16 * tl - 1) / (16 * tl));
-        auto kp = tl == 2 ? (vnb[var] == 2 ? k_mmvq<2, 2> : k_mmvq<2, 1>)
-                          : (vnb[var] == 4 ? k_mmvq<1, 4> : vnb[var] == 2 ? k_mmvq<1, 2> : k_mmvq<1, 1>);
-        kp<<<grid, 32u * (unsigned)k>>>(dw, rb, n_out, in, planes, ssum, sxinv, dy);
+        auto kp = tl == 2 ? (nb == 2 ? k_mmvq_lab<2, 2> : nb == -2 ? k_mmvq_lab<2, -2> : k_mmvq_lab<2, 1>)
+                          : (nb == 4    ? k_mmvq_lab<1, 4>
+                             : nb == 2  ? k_mmvq_lab<1, 2>
+                             : nb == -2 ? k_mmvq_lab<1, -2>
+                             : nb == -3 ? k_mmvq_lab<1, -3>
+                                        : k_mmvq_lab<1, 1>);
+        kp<<<grid, 32u * (unsigned)k>>>(w, rb, n_out, in, planes, ssum, sxinv, dy);
     };
+    auto mv = [&] { mvw(dw); };
     mmv_args a;
     memset(&a, 0, sizeof a);
     a.W[0] = dw, a.n_out[0] = n_out, a.y[0] = dm, a.row_bytes = rb, a.in = in, a.T = 1, a.x = dx;
@@ -285,31 +334,102 @@ int main(int argc, char **argv) {
     }
     e_q /= mref, e_m /= mref;
     const int ok = e_q <= 1e-5;
+    const int NS = 64; /* launches per stream timing */
     const double u_prod = lab_time_us(prod), u_prep = lab_time_us(prep), u_mv = lab_time_us(mv);
+    const double s_prod = lab_stream_us(
+        [&](int i) {
+            mmv_args b = a;
+            b.W[0] = cw[i];
+            mmv_launch(b, 0);
+        },
+        NS, ncw);
+    const double s_mv = lab_stream_us([&](int i) { mvw(cw[i]); }, NS, ncw);
     const double u_both = lab_time_us([&] {
         prep();
         mv();
     });
     auto pct = [&](double us) { return 100.0 * wb / (us * 1e-6) / 1e9 / copy; };
-    printf("MMVQ Q4_K ks%d  k_mmv %6.1f us %4.0f%%  prep %5.1f us  mmvq %6.1f us %4.0f%%  prep+mmvq %6.1f us %4.0f%%  "
-           "err mmvq %.2e k_mmv %.2e %s\n",
-           ks, u_prod, pct(u_prod), u_prep, u_mv, pct(u_mv), u_both, pct(u_both), e_q, e_m, ok ? "ok" : "FAIL");
-    /* the other variants: same bits as variant 0 at the production ks (TL and NB change no bit) */
+    printf("stream timing: %d launches back to back over %d weight copies (%.0f MiB)\n", NS, ncw,
+           ncw * (double)wb / (1 << 20));
+    printf("MMVQ Q4_K ks%d  k_mmv %6.1f us %4.0f%% stream %6.1f us %4.0f%%  prep %5.1f us  mmvq %6.1f us %4.0f%% "
+           "stream %6.1f us %4.0f%%  prep+mmvq %6.1f us %4.0f%%  err mmvq %.2e k_mmv %.2e %s\n",
+           ks, u_prod, pct(u_prod), s_prod, pct(s_prod), u_prep, u_mv, pct(u_mv), s_mv, pct(s_mv), u_both,
+           pct(u_both), e_q, e_m, ok ? "ok" : "FAIL");
+    /* the other variants: against the CPU, and the same bits as variant 0 at
+     * the production ks (TL and NB change no bit) */
     int fails = !ok;
-    for (var = 1; var < 6; var++) {
+    for (var = 1; var < nvar; var++) {
         CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
         mv();
         CK(cudaDeviceSynchronize());
         CK(cudaGetLastError());
         float *hv = hm; /* reused */
         lab_get(hv, dy, n_out);
+        double ev = 0;
+        for (int64_t o = 0; o < n_out; o++) {
+            const double dv = fabs((double)hv[o] - ref[o]);
+            if (!(dv <= ev)) ev = dv;
+        }
+        ev /= mref;
         const int same = vks[var] ? -1 : !memcmp(hv, hy, sizeof(float) * n_out);
-        if (same == 0) fails++;
-        const double u = lab_time_us(mv);
-        printf("MMVQ variant TL%d NB%d ks%d  mmvq %6.1f us %4.0f%%  =v0 %s\n", vtl[var], vnb[var],
-               vks[var] ? (vks[var] < nsb ? vks[var] : nsb) : ks, u, pct(u), same < 0 ? "n/a" : same ? "yes" : "NO");
+        if (same == 0 || !(ev <= 1e-5)) fails++;
+        const double u = lab_time_us(mv), su = lab_stream_us([&](int i) { mvw(cw[i]); }, NS, ncw);
+        printf("MMVQ variant TL%d NB%+d ks%d  mmvq %6.1f us %4.0f%%  stream %6.1f us %4.0f%%  err %.2e  =v0 %s\n",
+               vtl[var], vnb[var], vks[var] ? (vks[var] < nsb ? vks[var] : nsb) : ks, u, pct(u), su, pct(su), ev,
+               same < 0 ? "n/a" : same ? "yes" : "NO");
     }
     var = 0;
+    /* the production kernel (src/backend/cuda/mmvq.cuh: x staged inside,
+     * optional input norm), PF 0 / 1, against k_mmv with the same norm */
+    {
+        float *dnw;
+        {
+            float *hnw = (float *)malloc(sizeof(float) * in);
+            for (int64_t i = 0; i < in; i++) hnw[i] = rf(0.5f, 1.5f);
+            dnw = lab_dev(hnw, sizeof(float) * in);
+            free(hnw);
+        }
+        for (int nwon = 0; nwon < 2; nwon++) {
+            mmv_args pa = a;
+            pa.y[0] = dy, pa.nw = nwon ? dnw : nullptr, pa.eps = 1e-6f;
+            mmv_args ka = a;
+            ka.nw = pa.nw, ka.eps = pa.eps;
+            const double sk = lab_stream_us(
+                [&](int i) {
+                    mmv_args b = ka;
+                    b.W[0] = cw[i];
+                    mmv_launch(b, 0);
+                },
+                NS, ncw);
+            for (int pf = 0; pf < 2; pf++) {
+                auto run = [&](const mmv_args &b) { CK(pf ? mmvq_launch<1>(b, 0) : mmvq_launch<0>(b, 0)); };
+                CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
+                run(pa);
+                CK(cudaDeviceSynchronize());
+                CK(cudaGetLastError());
+                lab_get(hm, dy, n_out);
+                double ev = 0;
+                for (int64_t o = 0; o < n_out; o++) {
+                    const double dv = fabs((double)hm[o] - ref[o]);
+                    if (!(dv <= ev)) ev = dv;
+                }
+                ev /= mref;
+                const int okp = nwon || ev <= 1e-5;
+                fails += !okp;
+                const double su = lab_stream_us(
+                    [&](int i) {
+                        mmv_args b = pa;
+                        b.W[0] = cw[i];
+                        run(b);
+                    },
+                    NS, ncw);
+                printf("PROD k_mmvq PF%d norm%d  stream %6.1f us %4.0f%%  (k_mmv norm%d stream %6.1f us %4.0f%%)  err %s %.2e\n",
+                       pf, nwon, su, pct(su), nwon, sk, pct(sk), nwon ? "(norm: not checked)" : okp ? "ok" : "FAIL", ev);
+            }
+        }
+        cudaFree(dnw);
+    }
+    for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
     cudaFree(dy), cudaFree(dm), cudaFree(planes), cudaFree(ssum), cudaFree(sxinv);
     lab_mv_free(&pb), free(hy), free(hm);
     return fails ? 1 : 0;
