@@ -13,13 +13,14 @@
  * sends both to k_matvec_multi too, MEMRA_MMV6=0 only the Q6_K rows: fallback
  * switches on the device, no rebuild needed.
  *
- * Prefill (T >= MM_TC_MIN_T): Q8_0 and Q4_K go to the wgmma GEMM (gemm.cu,
- * k_gemm_wg, sm_90a), the Q6_K rows that the matvec takes to mmvg.cuh (its
- * arithmetic for many tokens: the same bits as T < 16; MEMRA_MMVG=0 turns
- * it off), the other types the tensor-core GEMM (cuda_gemm_tc). Known gap
- * for all but mmvg: a row computed with T >= 16 differs from the same row
- * computed with T < 16 in the last bits; `memra gate kernels` checks each
- * path's invariance separately. */
+ * Prefill (T >= MM_TC_MIN_T): Q8_0 goes to the wgmma GEMM (gemm.cu,
+ * k_gemm_wg, sm_90a), Q4_K too where its tiles fill their waves (mmvg_path),
+ * the other Q4_K and the Q6_K rows that the matvecs take to mmvg.cuh (their
+ * arithmetic for many tokens; MEMRA_MMVG=0 turns it off), the other types
+ * the tensor-core GEMM (cuda_gemm_tc). A row computed with T >= 16 differs
+ * from the same row computed with T < 16 in the last bits, except on
+ * mmvg's Q6_K path; `memra gate kernels` checks each path's invariance
+ * separately. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,12 +90,18 @@ static int mmv6_use(uint32_t type, int64_t in) {
 
 /* The tensor-core matvec path of a T >= 16 matmul: 1 = mmvg.cuh's Q4_K
  * kernel (k_mmv's arithmetic), 3 = its Q6_K kernel (mmv6's: the same bits
- * as the T < 16 matvec), 0 = the GEMM. Weights that the wgmma GEMM takes
- * (gemm.cu, cuda_gemm_wg_takes: Q4_K on sm_90a, faster than mmvg) go to
- * the GEMM; MEMRA_MMVG=0 sends all of them there. */
-static int mmvg_path(uint32_t type, int64_t in, int64_t n_out) {
+ * as the T < 16 matvec), 0 = the GEMM. Q4_K weights that the wgmma GEMM
+ * takes (gemm.cu, cuda_gemm_wg_takes: sm_90a) go to the GEMM when its tiles
+ * fill their waves at the engine's 512-token prefill batch (the shape
+ * decides, never T: a row's path, hence its bits, must not depend on the
+ * batch): at T = 512 on the H200 it was 10% faster than mmvg on 27b's
+ * gate / up {5120, 17408} (544 tiles: 4.1 waves) but 6-18% slower on the
+ * 5120-row matrices (160 tiles: 1.2 waves). MEMRA_MMVG=0 sends all of them
+ * to the GEMM. */
+static int mmvg_path(memra_backend *be, uint32_t type, int64_t in, int64_t n_out) {
     static int on = -1;
-    if (!env_on("MEMRA_MMVG", &on) || cuda_gemm_wg_takes(type, in, n_out)) return 0;
+    if (!env_on("MEMRA_MMVG", &on) || (cuda_gemm_wg_takes(type, in, n_out) && cuda_gemm_wg_fills(be, n_out)))
+        return 0;
     return mmv_use(type, in) ? 1 : mmv6_use(type, in) ? 3 : 0;
 }
 
@@ -124,7 +131,7 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     if (st || T == 0) return st;
     int64_t in = w->ne[0], n_out = w->ne[1];
     size_t rb = w->row_bytes;
-    if (T >= MM_TC_MIN_T && !mmvg_path(w->type, in, n_out)) return cuda_gemm_tc(be, w, x, y, T, accumulate);
+    if (T >= MM_TC_MIN_T && !mmvg_path(be, w->type, in, n_out)) return cuda_gemm_tc(be, w, x, y, T, accumulate);
     if (mmv_use(w->type, in) || mmv6_use(w->type, in)) {
         mmv_args a = {};
         a.x = x;
@@ -188,7 +195,7 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
         if (st) return st;
         /* 1: tensor-core matvec (Q4_K), 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul alone */
         if (T >= MM_TC_MIN_T) /* mmvg (path 1, 3) or the GEMM alone */
-            fused[i] = w[i]->ne[0] == w[0]->ne[0] ? mmvg_path(w[i]->type, w[i]->ne[0], w[i]->ne[1]) : 0;
+            fused[i] = w[i]->ne[0] == w[0]->ne[0] ? mmvg_path(be, w[i]->type, w[i]->ne[0], w[i]->ne[1]) : 0;
         else
             fused[i] = T > 0 && w[i]->ne[0] == w[0]->ne[0]
                            ? (mmv_use(w[i]->type, w[i]->ne[0]) ? 1 : mmv6_use(w[i]->type, w[i]->ne[0]) ? 3 : 2)
@@ -254,7 +261,7 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
     size_t part = ws_rows_bytes(T, n);
-    if (gate->type == up->type && (T < MM_TC_MIN_T ? mmv_use(gate->type, in) : mmvg_path(gate->type, in, n) == 1)) {
+    if (gate->type == up->type && (T < MM_TC_MIN_T ? mmv_use(gate->type, in) : mmvg_path(be, gate->type, in, n) == 1)) {
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;

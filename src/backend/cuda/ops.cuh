@@ -62,6 +62,11 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
  * in % 64 == 0 or Q4_K with in % 256 == 0, more than 512 rows, an sm_90a
  * device, MEMRA_GEMM_WG not 0 */
 int cuda_gemm_wg_takes(uint32_t type, int64_t in, int64_t n_out);
+/* 1 when k_gemm_wg's 128 x 128 tiles of a 512-token matmul (the engine's
+ * prefill batch) with n_out rows fill at least 80% of their waves (one
+ * tile per SM at a time). A function of the shape only, so that a path
+ * choice never depends on T. */
+int cuda_gemm_wg_fills(memra_backend *be, int64_t n_out);
 
 /* rope.cu: the fused attention head op (backend.h qk_norm_rope_store) */
 memra_status cuda_op_qk_norm_rope_store(memra_backend *be, const memra_batch *b, float *q, int64_t q_tok_stride,
