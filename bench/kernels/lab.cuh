@@ -176,6 +176,52 @@ static double lab_stream_us(F launch, int n, int copies) {
     return ms[1 + (reps - 1) / 2] * 1e3 / n;
 }
 
+/* Microseconds per launch of n launches captured into one CUDA graph on a
+ * stream of their own (as the decode step is replayed): launch(i, s)
+ * launches on s with weight copy i % copies. Median of 5 replays after a
+ * warm-up. */
+template <class F>
+static double lab_graph_us(F launch, int n, int copies) {
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < n; i++) launch(i % copies, s);
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    float ms[6];
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int r = 0; r < 6; r++) {
+        CK(cudaEventRecord(a, s));
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms[r], a, b));
+    }
+    CK(cudaGetLastError());
+    qsort(ms + 1, 5, sizeof ms[0], lab_cmp_f);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    cudaGraphExecDestroy(ge), cudaGraphDestroy(g), cudaStreamDestroy(s);
+    return ms[3] * 1e3 / n;
+}
+
+/* kernel<<<grid, block, smem, s>>>(args...), with programmatic stream
+ * serialization when pdl (the backend's cuda_launch with cuda_pdl) */
+template <typename... P, typename... A>
+static inline void lab_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool pdl,
+                              A &&...args) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
+    cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
+    CK(cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...));
+}
+
 /* Enough device copies of `bytes` at d0 (d0 itself first) that the copies
  * together are over 160 MiB (H200 L2: 50 MiB); returns their count. */
 static inline int lab_copies(const uint8_t *d0, size_t bytes, const uint8_t **out, int max) {

@@ -3,7 +3,7 @@
  * swiglu and input-norm launches), with the activations converted inside
  * the kernel. It passed `memra gate kernels --model 9b` / `--model 27b` on
  * the H200 and was NOT faster, so production stays on k_mmv
- * (bench/results/2026-12-04-h200.md):
+ * (bench/results/2026-12-03e-h200.md):
  *  - first version, each warp converting a super-block's x right after
  *    issuing its weight loads (as k_mmv does): 9b q4_k_m decode 260.5 tok/s
  *    against k_mmv's 268.0;

@@ -44,21 +44,12 @@
 
 #define Q_SB_B 768 /* limb bytes per token and super-block: 3 limbs x 4 lane groups x 8 sub-blocks x 8 */
 
-/* Launch contract: grid (in / 256, T), block 32. Lane L converts elements
- * 8 L .. 8 L + 7 of super-block blockIdx.x of token blockIdx.y (sub-block
- * j = L / 4, lane group q = L % 4) and writes limb l's 8 bytes at
- * planes[tok][sb][l][q][j][8], S_j (q == 0) and 2^-e (lane 0). */
-__global__ void __launch_bounds__(32) k_q_prep(const float *__restrict__ x, int64_t in, uint8_t *__restrict__ planes,
-                                               float *__restrict__ ssum, float *__restrict__ sxinv) {
-    const int sb = blockIdx.x, t = blockIdx.y, lane = threadIdx.x, nsb = gridDim.x;
-    const float4 *xp = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
-    const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1);
-    const float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-    float mx = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+/* Lane L's 8 activations v of one (token, super-block) (elements 8 L ..
+ * 8 L + 7: sub-block j = L / 4, lane group q = L % 4) with the warp max mx:
+ * limb l's 8 bytes at base[l][q][j][8], S_j (q == 0) at ssum[j] and 2^-e
+ * (lane 0) at *sxinv. */
+__device__ __forceinline__ void q_convert(const float *v, float mx, int lane, uint8_t *base, float *ssum,
+                                          float *sxinv) {
     int e = 0;
     if (mx > 0.0f) {
         int ex;
@@ -83,11 +74,26 @@ __global__ void __launch_bounds__(32) k_q_prep(const float *__restrict__ x, int6
     sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
     sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
     const int j = lane >> 2, q = lane & 3;
-    uint8_t *base = planes + ((int64_t)t * nsb + sb) * Q_SB_B;
 #pragma unroll
     for (int l = 0; l < 3; l++) *(uint2 *)(base + l * 256 + q * 64 + j * 8) = make_uint2(lw[l][0], lw[l][1]);
-    if (q == 0) ssum[((int64_t)t * nsb + sb) * 8 + j] = (float)sum;
-    if (lane == 0) sxinv[(int64_t)t * nsb + sb] = __uint_as_float((uint32_t)(127 - e) << 23);
+    if (q == 0) ssum[j] = (float)sum;
+    if (lane == 0) *sxinv = __uint_as_float((uint32_t)(127 - e) << 23);
+}
+
+/* Launch contract: grid (in / 256, T), block 32. Lane L converts elements
+ * 8 L .. 8 L + 7 of super-block blockIdx.x of token blockIdx.y (q_convert). */
+__global__ void __launch_bounds__(32) k_q_prep(const float *__restrict__ x, int64_t in, uint8_t *__restrict__ planes,
+                                               float *__restrict__ ssum, float *__restrict__ sxinv) {
+    const int sb = blockIdx.x, t = blockIdx.y, lane = threadIdx.x, nsb = gridDim.x;
+    const float4 *xp = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
+    const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1);
+    const float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+    float mx = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
+    mx = warp_max(mx);
+    q_convert(v, mx, lane, planes + ((int64_t)t * nsb + sb) * Q_SB_B, ssum + ((int64_t)t * nsb + sb) * 8,
+              sxinv + (int64_t)t * nsb + sb);
 }
 
 __device__ __forceinline__ void q_imma(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -111,8 +117,7 @@ struct q_raw {
 };
 
 template <int TL>
-__device__ __forceinline__ void q_fetch(q_raw<TL> &b, const uint8_t *const (&rows)[TL][2], const uint8_t *planes,
-                                        int sb, int g, int t) {
+__device__ __forceinline__ void q_fetch_w(q_raw<TL> &b, const uint8_t *const (&rows)[TL][2], int sb, int t) {
 #pragma unroll
     for (int tl = 0; tl < TL; tl++)
 #pragma unroll
@@ -122,6 +127,10 @@ __device__ __forceinline__ void q_fetch(q_raw<TL> &b, const uint8_t *const (&row
 #pragma unroll
             for (int k = 0; k < 4; k++) b.qs[tl][r][k] = __ldg((const uint2 *)(p + 16 + 32 * k + 8 * t));
         }
+}
+
+template <int TL>
+__device__ __forceinline__ void q_fetch_x(q_raw<TL> &b, const uint8_t *planes, int sb, int g, int t) {
 #pragma unroll
     for (int i = 0; i < 4; i++) b.bq[i] = make_uint4(0u, 0u, 0u, 0u);
     if (g < 3) {
@@ -129,6 +138,13 @@ __device__ __forceinline__ void q_fetch(q_raw<TL> &b, const uint8_t *const (&row
 #pragma unroll
         for (int i = 0; i < 4; i++) b.bq[i] = __ldg(bp + i);
     }
+}
+
+template <int TL>
+__device__ __forceinline__ void q_fetch(q_raw<TL> &b, const uint8_t *const (&rows)[TL][2], const uint8_t *planes,
+                                        int sb, int g, int t) {
+    q_fetch_w(b, rows, sb, t);
+    q_fetch_x(b, planes, sb, g, t);
 }
 
 /* The MMAs and the fp32 update of super-block sb from b (see the header). */
@@ -195,6 +211,103 @@ __device__ __forceinline__ void q_step(const q_raw<TL> &b, int sb, const float *
         }
 }
 
+/* The end of k_mmvq_lab / k_mmvq_pdl: the limbs combined per warp, the ks
+ * partial rows added in warp order. */
+template <int TL>
+__device__ __forceinline__ void q_finish(const float (&accf)[TL][4], const float (&mt)[TL][2],
+                                         float (*part)[32], int g, int t, int wp, int ks, int64_t n_out, float *y) {
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const float a2 = __shfl_down_sync(0xFFFFFFFFu, accf[tl][2 * r], 1); /* limb 2: lane t = 1 */
+            const float v = __fsub_rn(
+                __fadd_rn(__fadd_rn(__fmul_rn(65536.0f, accf[tl][2 * r]), __fmul_rn(256.0f, accf[tl][2 * r + 1])), a2),
+                mt[tl][r]);
+            if (t == 0) part[wp][16 * tl + g + 8 * r] = v;
+        }
+    __syncthreads();
+    if (threadIdx.x < 16 * TL) {
+        const int64_t row = (int64_t)blockIdx.x * 16 * TL + threadIdx.x;
+        float v = part[0][threadIdx.x];
+        for (int k = 1; k < ks; k++) v = __fadd_rn(v, part[k][threadIdx.x]);
+        if (row < n_out) y[row] = v;
+    }
+}
+
+/* k_mmvq_lab<TL, 1> for a PDL pipeline behind k_q_prep_norm: the first
+ * super-block's weights are requested before griddepcontrol.wait (they do
+ * not depend on the prep), the limb planes after it. Same launch contract
+ * and the same bits as k_mmvq_lab<TL, 1>. */
+template <int TL>
+__global__ void __launch_bounds__(256, 2)
+    k_mmvq_pdl(const uint8_t *__restrict__ W, size_t rb, int64_t n_out, int64_t in, const uint8_t *__restrict__ planes,
+               const float *__restrict__ ssum, const float *__restrict__ sxinv, float *__restrict__ y) {
+    __shared__ float part[MMV_KS_MAX][32];
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
+    const int nsb = (int)(in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    const uint8_t *rows[TL][2];
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = (int64_t)blockIdx.x * 16 * TL + 16 * tl + g + 8 * r;
+            rows[tl][r] = W + (row < n_out ? row : n_out - 1) * (int64_t)rb;
+        }
+    q_raw<TL> b;
+    if (sb0 < sb1) q_fetch_w(b, rows, sb0, t);
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    float accf[TL][4], mt[TL][2];
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++) accf[tl][0] = accf[tl][1] = accf[tl][2] = accf[tl][3] = mt[tl][0] = mt[tl][1] = 0.0f;
+#pragma unroll 1
+    for (int sb = sb0; sb < sb1; sb++) {
+        if (sb > sb0) q_fetch_w(b, rows, sb, t);
+        q_fetch_x(b, planes, sb, g, t);
+        q_step(b, sb, ssum, sxinv, accf, mt);
+    }
+    q_finish<TL>(accf, mt, part, g, t, wp, ks, n_out, y);
+}
+
+/* k_q_prep with the input norm, once per token: block t (256 threads) sums
+ * x^2 (thread i: float4s i, i + 256, .. in order, then the warps' sums in a
+ * fixed tree), then warp w converts super-blocks w, w + 8, .. of x * inv *
+ * nw (rmsnorm's formula) as k_q_prep does. PDL: it lets the next launch
+ * start at once and waits for the previous one before reading x. Grid T,
+ * block 256. */
+__global__ void __launch_bounds__(256) k_q_prep_norm(const float *__restrict__ x, const float *__restrict__ nw,
+                                                     float eps, int64_t in, uint8_t *__restrict__ planes,
+                                                     float *__restrict__ ssum, float *__restrict__ sxinv) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    __shared__ float red[8];
+    const int t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nsb = (int)(in / 256);
+    const float *xr = x + (int64_t)t * in;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < in / 4; i += 256) {
+        const float4 v = __ldg((const float4 *)xr + i);
+        ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss), ss = fmaf(v.z, v.z, ss), ss = fmaf(v.w, v.w, ss);
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) red[w] = ss;
+    __syncthreads();
+    const float tot = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
+    const float inv = 1.0f / sqrtf(tot / (float)in + eps);
+    for (int sb = w; sb < nsb; sb += 8) {
+        const float4 *xp = (const float4 *)(xr + (int64_t)sb * 256 + 8 * lane);
+        const float4 *wq = (const float4 *)(nw + (int64_t)sb * 256 + 8 * lane);
+        const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1), w0 = __ldg(wq), w1 = __ldg(wq + 1);
+        const float xv[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        float v[8], mx = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(xv[i], inv), wv[i]), mx = fmaxf(mx, fabsf(v[i]));
+        mx = warp_max(mx);
+        q_convert(v, mx, lane, planes + ((int64_t)t * nsb + sb) * Q_SB_B, ssum + ((int64_t)t * nsb + sb) * 8,
+                  sxinv + (int64_t)t * nsb + sb);
+    }
+}
+
 /* Launch contract: grid ceil(n_out / (16 TL)), block 32 ks (ks = mmv_ks(in /
  * 256) in production; other values for timing), T = 1. Warp w takes
  * super-blocks [w nsb / ks, (w + 1) nsb / ks) of the block's TL 16-row
@@ -248,23 +361,7 @@ __global__ void __launch_bounds__(256, TL * (NB > 0 ? NB : -NB) > 2 ? 1 : 2)
             }
         }
     }
-#pragma unroll
-    for (int tl = 0; tl < TL; tl++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const float a2 = __shfl_down_sync(0xFFFFFFFFu, accf[tl][2 * r], 1); /* limb 2: lane t = 1 */
-            const float v = __fsub_rn(
-                __fadd_rn(__fadd_rn(__fmul_rn(65536.0f, accf[tl][2 * r]), __fmul_rn(256.0f, accf[tl][2 * r + 1])), a2),
-                mt[tl][r]);
-            if (t == 0) part[wp][16 * tl + g + 8 * r] = v;
-        }
-    __syncthreads();
-    if (threadIdx.x < 16 * TL) {
-        const int64_t row = (int64_t)blockIdx.x * 16 * TL + threadIdx.x;
-        float v = part[0][threadIdx.x];
-        for (int k = 1; k < ks; k++) v = __fadd_rn(v, part[k][threadIdx.x]);
-        if (row < n_out) y[row] = v;
-    }
+    q_finish<TL>(accf, mt, part, g, t, wp, ks, n_out, y);
 }
 
 int main(int argc, char **argv) {
@@ -379,16 +476,13 @@ int main(int argc, char **argv) {
                same < 0 ? "n/a" : same ? "yes" : "NO");
     }
     var = 0;
-    /* the production kernel (src/backend/cuda/mmvq.cuh: x staged inside,
-     * optional input norm), PF 0 / 1, against k_mmv with the same norm */
+    /* the input norm's weights for the PROD and PIPE lines */
+    float *hnw = (float *)malloc(sizeof(float) * in), *dnw;
+    for (int64_t i = 0; i < in; i++) hnw[i] = rf(0.5f, 1.5f);
+    dnw = lab_dev(hnw, sizeof(float) * in);
+    /* the drop-in kernel (mmvq_inkernel.cuh: x staged inside, optional
+     * input norm), PF 0 / 1, against k_mmv with the same norm */
     {
-        float *dnw;
-        {
-            float *hnw = (float *)malloc(sizeof(float) * in);
-            for (int64_t i = 0; i < in; i++) hnw[i] = rf(0.5f, 1.5f);
-            dnw = lab_dev(hnw, sizeof(float) * in);
-            free(hnw);
-        }
         for (int nwon = 0; nwon < 2; nwon++) {
             mmv_args pa = a;
             pa.y[0] = dy, pa.nw = nwon ? dnw : nullptr, pa.eps = 1e-6f;
@@ -427,8 +521,64 @@ int main(int argc, char **argv) {
                        pf, nwon, su, pct(su), nwon, sk, pct(sk), nwon ? "(norm: not checked)" : okp ? "ok" : "FAIL", ev);
             }
         }
-        cudaFree(dnw);
     }
+    /* PIPE: the conversion once per token (k_q_prep_norm, input norm
+     * included) and k_mmvq_pdl, as a PDL pipeline in a CUDA graph, against
+     * k_mmv with the norm fused, in a graph with and without PDL */
+    {
+        const float eps = 1e-6f;
+        double ss = 0;
+        for (int64_t i = 0; i < in; i++) ss += (double)pb.hx[i] * pb.hx[i];
+        const float inv = 1.0f / sqrtf((float)(ss / (double)in) + eps);
+        float *xn = (float *)malloc(sizeof(float) * in), *refn = (float *)malloc(sizeof(float) * n_out);
+        for (int64_t i = 0; i < in; i++) xn[i] = (pb.hx[i] * inv) * hnw[i];
+        double mrefn = 0;
+        for (int64_t o = 0; o < n_out; o++) {
+            refn[o] = memra_dot_row(TY, pb.hw + o * rb, xn, in);
+            mrefn = fmax(mrefn, fabs(refn[o]));
+        }
+        mmv_args ka = a;
+        ka.nw = dnw, ka.eps = eps;
+        auto kmmv = [&](int i, cudaStream_t st, bool pdl) {
+            mmv_args b = ka;
+            b.W[0] = cw[i];
+            cuda_pdl = pdl;
+            mmv_launch(b, st);
+            cuda_pdl = 0;
+        };
+        auto pair = [&](int i, cudaStream_t st, bool pdl, int tl) {
+            lab_launch(k_q_prep_norm, 1, 256, 0, st, pdl, (const float *)dx, (const float *)dnw, eps, in, planes, ssum,
+                       sxinv);
+            const unsigned grid = (unsigned)((n_out + 16 * tl - 1) / (16 * tl));
+            lab_launch(tl == 1 ? k_mmvq_pdl<1> : k_mmvq_pdl<2>, grid, 32u * (unsigned)ks, 0, st, pdl, cw[i], rb, n_out,
+                       in, (const uint8_t *)planes, (const float *)ssum, (const float *)sxinv, dy);
+        };
+        for (int tl = 1; tl <= 2; tl++) {
+            CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
+            pair(0, 0, false, tl);
+            CK(cudaDeviceSynchronize());
+            lab_get(hm, dy, n_out);
+            double ev = 0;
+            for (int64_t o = 0; o < n_out; o++) {
+                const double dv = fabs((double)hm[o] - refn[o]);
+                if (!(dv <= ev)) ev = dv;
+            }
+            ev /= mrefn;
+            fails += !(ev <= 1e-5);
+            printf("PIPE TL%d k_q_prep_norm + k_mmvq_pdl vs CPU (rmsnorm, then the rows): %.2e %s\n", tl, ev,
+                   ev <= 1e-5 ? "ok" : "FAIL");
+        }
+        const double g0 = lab_graph_us([&](int i, cudaStream_t st) { kmmv(i, st, false); }, NS, ncw);
+        const double g1 = lab_graph_us([&](int i, cudaStream_t st) { kmmv(i, st, true); }, NS, ncw);
+        const double p0 = lab_graph_us([&](int i, cudaStream_t st) { pair(i, st, false, 1); }, NS, ncw);
+        const double p1 = lab_graph_us([&](int i, cudaStream_t st) { pair(i, st, true, 1); }, NS, ncw);
+        const double p2 = lab_graph_us([&](int i, cudaStream_t st) { pair(i, st, true, 2); }, NS, ncw);
+        printf("PIPE graph, per matvec: k_mmv+norm %6.1f us %4.0f%%  with PDL %6.1f us %4.0f%%  |  prep+mmvq TL1 %6.1f us "
+               "%4.0f%%  PDL TL1 %6.1f us %4.0f%%  PDL TL2 %6.1f us %4.0f%%\n",
+               g0, pct(g0), g1, pct(g1), p0, pct(p0), p1, pct(p1), p2, pct(p2));
+        free(xn), free(refn);
+    }
+    cudaFree(dnw), free(hnw);
     for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
     cudaFree(dy), cudaFree(dm), cudaFree(planes), cudaFree(ssum), cudaFree(sxinv);
     lab_mv_free(&pb), free(hy), free(hm);

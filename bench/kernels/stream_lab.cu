@@ -50,51 +50,6 @@ __global__ void __launch_bounds__(256) k_read(const uint4 *__restrict__ w, size_
     if ((threadIdx.x & 31) == 0) atomicXor(out + blockIdx.x, acc);
 }
 
-static cudaStream_t g_stream = 0; /* the stream launch() uses: 0, or the capture stream */
-
-/* Microseconds per launch of n launches captured into one CUDA graph on
- * their own stream (as the decode step is replayed), launch(i) using copy
- * i % copies: median of 5 replays after a warm-up. */
-template <class F>
-static double graph_us(F launch_i, int n, int copies) {
-    cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    g_stream = s;
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < n; i++) launch_i(i % copies);
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    g_stream = 0;
-    float ms[6];
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int r = 0; r < 6; r++) {
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&ms[r], a, b));
-    }
-    qsort(ms + 1, 5, sizeof ms[0], lab_cmp_f);
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    cudaGraphExecDestroy(ge), cudaGraphDestroy(g), cudaStreamDestroy(s);
-    return ms[3] * 1e3 / n;
-}
-
-template <class K>
-static void launch(K kernel, bool pdl, unsigned grid, const uint4 *w, size_t n16, uint32_t *out) {
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid, cfg.blockDim = 256, cfg.stream = g_stream;
-    cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, kernel, w, n16, out));
-}
-
 int main(void) {
     const double copy = lab_init();
     int sms = 0;
@@ -105,7 +60,7 @@ int main(void) {
     CK(cudaMemset(out, 0, 4 * 4096));
     {
         const double us = lab_stream_us([&](int) { k_nop<<<sms, 256>>>(out); }, 64, 1);
-        const double gu = graph_us([&](int) { k_nop<<<sms, 256, 0, g_stream>>>(out); }, 64, 1);
+        const double gu = lab_graph_us([&](int, cudaStream_t s) { k_nop<<<sms, 256, 0, s>>>(out); }, 64, 1);
         printf("k_nop                      %7.2f us   in a graph %7.2f us\n", us, gu);
     }
     static const double mb[] = {14, 28, 56, 112, 834};
@@ -125,11 +80,14 @@ int main(void) {
         printf("%6.0f MB (%d copies, ideal at copy rate %.1f us)\n", m, ncw, bytes / (copy * 1e9) * 1e6);
         for (int mult = 1; mult <= 4; mult *= 2) {
             const unsigned grid = (unsigned)(sms * mult);
-            const double u4 = lab_stream_us([&](int i) { launch(k_read<4, false>, false, grid, (const uint4 *)cw[i], n16, out); }, n, ncw);
-            const double u8 = lab_stream_us([&](int i) { launch(k_read<8, false>, false, grid, (const uint4 *)cw[i], n16, out); }, n, ncw);
-            const double p8 = lab_stream_us([&](int i) { launch(k_read<8, true>, true, grid, (const uint4 *)cw[i], n16, out); }, n, ncw);
-            const double g8 = graph_us([&](int i) { launch(k_read<8, false>, false, grid, (const uint4 *)cw[i], n16, out); }, n, ncw);
-            const double gp8 = graph_us([&](int i) { launch(k_read<8, true>, true, grid, (const uint4 *)cw[i], n16, out); }, n, ncw);
+            auto rd = [&](auto kernel, bool pdl, int i, cudaStream_t s) {
+                lab_launch(kernel, grid, 256, 0, s, pdl, (const uint4 *)cw[i], n16, out);
+            };
+            const double u4 = lab_stream_us([&](int i) { rd(k_read<4, false>, false, i, 0); }, n, ncw);
+            const double u8 = lab_stream_us([&](int i) { rd(k_read<8, false>, false, i, 0); }, n, ncw);
+            const double p8 = lab_stream_us([&](int i) { rd(k_read<8, true>, true, i, 0); }, n, ncw);
+            const double g8 = lab_graph_us([&](int i, cudaStream_t s) { rd(k_read<8, false>, false, i, s); }, n, ncw);
+            const double gp8 = lab_graph_us([&](int i, cudaStream_t s) { rd(k_read<8, true>, true, i, s); }, n, ncw);
             printf("  grid %4u: k_read<4> %7.2f us %4.0f%%   k_read<8> %7.2f us %4.0f%%   k_read_pdl<8> %7.2f us %4.0f%%"
                    "   graph: k_read<8> %7.2f us %4.0f%%   k_read_pdl<8> %7.2f us %4.0f%%\n",
                    grid, u4, pct(u4), u8, pct(u8), p8, pct(p8), g8, pct(g8), gp8, pct(gp8));
