@@ -29,6 +29,7 @@ static inline int env_on(const char *name, int *cache) {
 }
 
 #define GDN_CNT_WORDS 32768 /* gdn.cu's arrival counters per backend */
+#define CUDA_MQ_BYTES (4u << 20) /* mmvq.cuh's activation planes per backend */
 
 /* Private state behind memra_backend.impl. */
 typedef struct cuda_impl {
@@ -50,6 +51,7 @@ typedef struct cuda_impl {
     int n_retired;
     float *tc_scale;     /* gemm.cu: per-token activation scales of a prefill matmul [tc_scale_n] */
     unsigned *gdn_cnt;   /* gdn.cu: arrival counters [GDN_CNT_WORDS], zero between launches */
+    uint8_t *mq;         /* mmvq.cuh: a matmul's activation planes [CUDA_MQ_BYTES] */
     int64_t tc_scale_n;
     memra_error err; /* last error message (ops have no err argument; see cuda_last_error) */
 } cuda_impl;
@@ -91,6 +93,7 @@ memra_status cuda_xs_reserve(memra_backend *be, size_t bytes); /* the same for x
  * wait 7-17% slower. Launched without the attribute (sm_80, MEMRA_PDL unset)
  * the wait returns at once. */
 extern int cuda_pdl; /* 1: launch with PDL (sm_90+ and MEMRA_PDL=1), set at backend init */
+extern int cuda_sm90; /* 1: the device has PDL (sm_90+): mmvq.cuh's pairs use it whatever cuda_pdl */
 
 /* Every kernel's first statement. */
 __device__ __forceinline__ void pdl_start(void) {

@@ -258,6 +258,7 @@ static void c_destroy(memra_backend *be) {
         if (c->xs) cudaFree(c->xs);
         if (c->tc_scale) cudaFree(c->tc_scale);
         if (c->gdn_cnt) cudaFree(c->gdn_cnt);
+        if (c->mq) cudaFree(c->mq);
         cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -269,6 +270,7 @@ static void c_destroy(memra_backend *be) {
 static memra_backend_ops cuda_ops;
 
 int cuda_pdl;
+int cuda_sm90;
 
 static void cuda_ops_fill(memra_backend_ops *o) {
     memset(o, 0, sizeof *o);
@@ -346,18 +348,21 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
     }
     e = cudaMalloc((void **)&c->gdn_cnt, GDN_CNT_WORDS * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMemset(c->gdn_cnt, 0, GDN_CNT_WORDS * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->mq, CUDA_MQ_BYTES);
     if (e != cudaSuccess) {
         if (c->gdn_cnt) cudaFree(c->gdn_cnt);
+        if (c->mq) cudaFree(c->mq);
         cudaStreamDestroy(c->stream);
         free(be);
         free(c);
-        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: gdn counters: %s", cudaGetErrorString(e));
+        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: gdn counters, mmvq planes: %s", cudaGetErrorString(e));
     }
     if (!cuda_ops.alloc) cuda_ops_fill(&cuda_ops);
     /* PDL (common.cuh) needs sm_90; off unless MEMRA_PDL=1: it measured
      * inside the run-to-run noise on the H200 (bench/results/2026-12-03-h200.md) */
     const char *pdl = getenv("MEMRA_PDL");
     cuda_pdl = prop.major >= 9 && pdl && strcmp(pdl, "1") == 0;
+    cuda_sm90 = prop.major >= 9;
     be->ops = &cuda_ops;
     be->name = "cuda";
     be->impl = c;

@@ -6,8 +6,9 @@
  * by the row length alone (matvec.cuh). So row t of a T-token product is bit-identical to the same
  * row computed with T = 1.
  *
- * Q4_K rows of a multiple of 256 take the tensor-core matvec
- * instead (mmv.cuh: one launch; the activations are converted inside it),
+ * Q4_K rows of a multiple of 256 take the integer tensor-core matvec
+ * instead (mmvq.cuh: a conversion launch per token group, then the matvec;
+ * MEMRA_MMVQ=0: mmv.cuh's fp16 one, which converts inside the kernel),
  * and Q6_K rows of a multiple of 512 its Q6_K sibling (mmv6.cuh), with the
  * same property. MEMRA_MMV=0 in the environment (read at the first matmul)
  * sends both to k_matvec_multi too, MEMRA_MMV6=0 only the Q6_K rows: fallback
@@ -28,6 +29,7 @@
 #include "backend/cuda/mmv.cuh"
 #include "backend/cuda/mmv6.cuh"
 #include "backend/cuda/mmvg.cuh"
+#include "backend/cuda/mmvq.cuh"
 #include "backend/cuda/ops.cuh"
 
 #define MM_TC_MIN_T 16
@@ -121,6 +123,9 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
         return CUDA_LAUNCHED(be, "matmul: mmv6");
     }
     mmv_blocks(a, n);
+    static int q_on = -1;
+    if (env_on("MEMRA_MMVQ", &q_on) && mmvq_buf_bytes(a->T, (int)(a->in / 256)) <= MQ_BUF_BYTES)
+        return cuda_check(be, mmvq_launch(*a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90), "matmul: mmvq");
     mmv_launch(*a, cuda_of(be)->stream);
     return CUDA_LAUNCHED(be, "matmul: mmv");
 }

@@ -1,0 +1,377 @@
+/* The decode matvec (T < 16) of Q4_K rows on the INTEGER tensor cores, fed
+ * by a conversion done once per token (bench/results/2026-12-03e-h200.md,
+ * section 3; lab: bench/kernels/mmvq_lab.cu).
+ *
+ * Two launches per matmul group:
+ *  - k_mmvq_prep (one block per token) converts x, with the layer's input
+ *    norm when there is one (x * inv * w, rmsnorm's formula; inv from the
+ *    block's sum of squares in a fixed order), into limb planes: per
+ *    (token, super-block) X = rint(v 2^e) with max|X| in [2^20, 2^21) (22
+ *    bits), split into three signed 8-bit limbs X = 2^16 l0 + 2^8 l1 + l2,
+ *    in the order of the MMA's B fragments, plus the sub-block sums S_j of X
+ *    and 2^-e. It lets the matvec launch at once (PDL).
+ *  - k_mmvq multiplies the raw Q4_K nibbles (A, u8) by the limbs (B, s8)
+ *    with mma.sync m16n8k32 -> s32: exact integer sums; the 6-bit sub-scale
+ *    by an integer multiply-add; per super-block, in fp32, acc_n = fma(d
+ *    2^-e, A_n, acc_n) per column (token, limb) and the min term dmin 2^-e
+ *    sum_j m_j S_j into the limb-0 column times 2^-16 (exact); per row,
+ *    after the warps' partial columns are added in warp order, (2^16 acc_0
+ *    + 2^8 acc_1) + acc_2. Column n = 3 (token % 2) + limb: one MMA serves
+ *    two tokens. Its first super-block's weights are requested before it
+ *    waits for the prep (they are constants of the step).
+ * Why: k_mmv (mmv.cuh) builds exact fp16 weights and hi + lo activations in
+ * every block, ~1,000 instructions per warp and super-block. Converting x
+ * inside every block costs what the integer core saves (the drop-in version,
+ * bench/kernels/mmvq_inkernel.cuh, was 3-10% slower in the model); once per
+ * token, the pair captured in a graph took 18-29% less time per matvec than
+ * k_mmv with the norm fused (H200, run 8 of that file).
+ *
+ * Bits: a row's value depends only on the row length (the K split, mmv_ks)
+ * and its token's own x and norm: never on T, the token's pair, the grid or
+ * which rows share a block; matmul, matmul_multi and matmul_swiglu give a
+ * row the same bits. Error: ~2.5e-6 of max|y| (k_mmv: 5e-7), within the
+ * gate's 1e-5. A NaN or Inf among a super-block's x makes its 2^-e NaN.
+ *
+ * Contract: in % 256 == 0, rows 16-byte aligned (144-byte blocks), x and
+ * the norm weight 16-byte aligned, T in 1..15, mmvq_buf_bytes(T, in / 256)
+ * <= MQ_BUF_BYTES (the backend's buffer, cuda_impl.mq). */
+#ifndef MEMRA_CUDA_MMVQ_CUH
+#define MEMRA_CUDA_MMVQ_CUH
+
+#include "backend/cuda/mmv.cuh"
+
+#define MQ_SB_B 768             /* limb bytes per (token, super-block): [limb][t][sub-block][8] */
+#define MQ_BUF_BYTES CUDA_MQ_BYTES /* cuda_impl.mq */
+
+/* The prep's output for T tokens of nsb super-blocks: planes [T][nsb][768],
+ * then S [T][nsb][8] and 2^-e [T][nsb] as floats. */
+static inline size_t mmvq_buf_bytes(int T, int nsb) { return (size_t)T * nsb * (MQ_SB_B + 9 * sizeof(float)); }
+
+__device__ __forceinline__ void mmvq_imma(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                          uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t mmvq_byte(uint32_t w, int i) { return (w >> (8 * i)) & 0xFFu; }
+
+/* Lane L's 8 values v of one (token, super-block), elements 8 L .. 8 L + 7
+ * (sub-block j = L / 4, quarter q = L % 4), the warp max mx and whether any
+ * value of the super-block is NaN or Inf: limb l's 8 bytes at
+ * planes[l][q][j], S_j (q == 0) at S[j], 2^-e (lane 0) at *sinv. */
+__device__ __forceinline__ void mmvq_convert(const float *v, float mx, bool bad, int lane, uint8_t *planes, float *S,
+                                             float *sinv) {
+    /* mx in [2^(ex - 1), 2^ex): X = v 2^(21 - ex), clamped to fp32's normal range */
+    const int ex = mx > 0.0f ? (int)((__float_as_uint(mx) >> 23) & 255u) - 126 : 0;
+    int es = 21 - ex;
+    es = es > 126 ? 126 : es < -126 ? -126 : es;
+    const float sc = __uint_as_float((uint32_t)(es + 127) << 23);
+    int sum = 0;
+    uint32_t lw[3][2] = {{0u, 0u}, {0u, 0u}, {0u, 0u}};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int X = __float2int_rn(__fmul_rn(v[i], sc));
+        sum += X;
+        const int l2 = (int)(int8_t)(X & 0xFF), X1 = (X - l2) >> 8;
+        const int l1 = (int)(int8_t)(X1 & 0xFF), l0 = (X1 - l1) >> 8;
+        const int sh = 8 * (i & 3);
+        lw[0][i >> 2] |= ((uint32_t)l0 & 0xFFu) << sh;
+        lw[1][i >> 2] |= ((uint32_t)l1 & 0xFFu) << sh;
+        lw[2][i >> 2] |= ((uint32_t)l2 & 0xFFu) << sh;
+    }
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+    const int j = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int l = 0; l < 3; l++) *(uint2 *)(planes + l * 256 + q * 64 + j * 8) = make_uint2(lw[l][0], lw[l][1]);
+    if (q == 0) S[j] = (float)sum;
+    if (lane == 0) *sinv = bad ? __int_as_float(0x7FC00000) : __uint_as_float((uint32_t)(127 - es) << 23);
+}
+
+/* Launch contract: grid T, block 256; buf holds mmvq_buf_bytes(T, in / 256).
+ * Token blockIdx.x: with nw, the sum of squares (thread i: float4s i,
+ * i + 256, .. in order; the warps' sums in a fixed tree), inv = 1 /
+ * sqrt(ss / in + eps) and v = (x inv) w; without, v = x. Warp w converts
+ * super-blocks w, w + 8, .. */
+__global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restrict__ x, const float *__restrict__ nw,
+                                                   float eps, int64_t in, int T, uint8_t *__restrict__ buf) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); /* the matvec may start loading its weights */
+#endif
+    pdl_start();
+    __shared__ float red[8];
+    const int t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nsb = (int)(in / 256);
+    uint8_t *planes = buf;
+    float *S = (float *)(buf + (size_t)T * nsb * MQ_SB_B), *sinv = S + (size_t)T * nsb * 8;
+    const float *xr = x + (int64_t)t * in;
+    float inv = 1.0f;
+    if (nw) {
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < in / 4; i += 256) {
+            const float4 v = __ldg((const float4 *)xr + i);
+            ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss), ss = fmaf(v.z, v.z, ss), ss = fmaf(v.w, v.w, ss);
+        }
+        ss = warp_sum(ss);
+        if (lane == 0) red[w] = ss;
+        __syncthreads();
+        const float tot = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
+        inv = 1.0f / sqrtf(tot / (float)in + eps);
+    }
+    for (int sb = w; sb < nsb; sb += 8) {
+        const float4 *xp = (const float4 *)(xr + (int64_t)sb * 256 + 8 * lane);
+        const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1);
+        float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+        if (nw) {
+            const float4 *wq = (const float4 *)(nw + (int64_t)sb * 256 + 8 * lane);
+            const float4 w0 = __ldg(wq), w1 = __ldg(wq + 1);
+            const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(v[i], inv), wv[i]);
+        }
+        float m = 0.0f, z = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i])), z = fmaf(v[i], 0.0f, z);
+        const float mx = warp_max(m);
+        const bool bad = __any_sync(0xFFFFFFFFu, !(z == 0.0f)); /* NaN or Inf: the max may drop them */
+        const size_t ts = (size_t)t * nsb + sb;
+        mmvq_convert(v, mx, bad, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts);
+    }
+}
+
+/* One 16-row tile's raw bytes of one super-block for MMA lane (g, t): rows
+ * g and g + 8, the 16-byte head (d, dmin, scales) and the qs bytes
+ * 32 p + 8 t .. + 7 (p = 0..3: sub-blocks 2 p in the low nibbles, 2 p + 1 in
+ * the high ones). */
+struct mmvq_raw {
+    uint4 head[2];
+    uint2 qs[2][4];
+    __device__ __forceinline__ void load(const uint8_t *r0, const uint8_t *r1, int sb, int t) {
+        const uint8_t *b[2] = {r0 + (int64_t)sb * 144, r1 + (int64_t)sb * 144};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            head[r] = __ldg((const uint4 *)b[r]);
+#pragma unroll
+            for (int p = 0; p < 4; p++) qs[r][p] = __ldg((const uint2 *)(b[r] + 16 + 32 * p + 8 * t));
+        }
+    }
+};
+
+/* The MMAs and the fp32 update of super-block sb for the warp's two tiles
+ * w[0], w[1] and token pairs 0..NP-1. acc[tl][p][2 r + e]: tile tl's row
+ * g + 8 r, column 2 t + e of pair p. */
+template <int NP>
+__device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], const uint8_t *planes, const float *S,
+                                        const float *sinv, int sb, int nsb, int T, int g, int t) {
+    uint32_t scw[2][2][2];
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const uint4 h = w[tl].head[r];
+            scw[tl][r][0] = h.y & 0x3F3F3F3Fu;
+            scw[tl][r][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
+        }
+    /* this lane's B column: token 2 p + g / 3, limb g % 3 (g < 6) */
+    const uint4 *bp[NP];
+#pragma unroll
+    for (int p = 0; p < NP; p++) {
+        const int tok = 2 * p + (g >= 3);
+        bp[p] = g < 6 && tok < T
+                    ? (const uint4 *)(planes + ((size_t)tok * nsb + sb) * MQ_SB_B + (g % 3) * 256 + t * 64)
+                    : nullptr;
+    }
+    int A[2][NP][4];
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+        for (int p = 0; p < NP; p++) A[tl][p][0] = A[tl][p][1] = A[tl][p][2] = A[tl][p][3] = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint4 bb[NP];
+#pragma unroll
+        for (int p = 0; p < NP; p++) bb[p] = bp[p] ? __ldg(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++) {
+            uint32_t lo[2][2], hi[2][2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint2 q = w[tl].qs[r][k];
+                lo[r][0] = q.x & 0x0F0F0F0Fu, lo[r][1] = q.y & 0x0F0F0F0Fu;
+                hi[r][0] = (q.x >> 4) & 0x0F0F0F0Fu, hi[r][1] = (q.y >> 4) & 0x0F0F0F0Fu;
+            }
+            const int j0 = 2 * k, j1 = 2 * k + 1;
+#pragma unroll
+            for (int p = 0; p < NP; p++) {
+                int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
+                mmvq_imma(c0, lo[0][0], lo[1][0], lo[0][1], lo[1][1], bb[p].x, bb[p].y); /* sub-block 2 k */
+                mmvq_imma(c1, hi[0][0], hi[1][0], hi[0][1], hi[1][1], bb[p].z, bb[p].w); /* sub-block 2 k + 1 */
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const int s0 = (int)mmvq_byte(scw[tl][r][j0 >> 2], j0 & 3);
+                    const int s1 = (int)mmvq_byte(scw[tl][r][j1 >> 2], j1 & 3);
+                    A[tl][p][2 * r] += s0 * c0[2 * r] + s1 * c1[2 * r];
+                    A[tl][p][2 * r + 1] += s0 * c0[2 * r + 1] + s1 * c1[2 * r + 1];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < NP; p++) {
+        /* 2^-e of the columns 2 t, 2 t + 1 (0 for the unused ones) */
+        float sx[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int n = 2 * t + e, tok = 2 * p + n / 3;
+            sx[e] = n < 6 && tok < T ? __ldg(sinv + (size_t)tok * nsb + sb) : 0.0f;
+        }
+        /* the limb-0 columns: t = 0, e = 0 (token 2 p) and t = 1, e = 1 (token 2 p + 1) */
+        const int tm = 2 * p + t;
+        const bool has_m = t < 2 && tm < T;
+        float Sj[8];
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) Sj[jj] = has_m ? __ldg(S + ((size_t)tm * nsb + sb) * 8 + jj) : 0.0f;
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint4 h = w[tl].head[r];
+                const float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xFFFF)));
+#pragma unroll
+                for (int e = 0; e < 2; e++)
+                    acc[tl][p][2 * r + e] = fmaf(__fmul_rn(d, sx[e]), (float)A[tl][p][2 * r + e], acc[tl][p][2 * r + e]);
+                if (has_m) {
+                    const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
+                    const uint32_t mw0 = h.z & 0x3F3F3F3Fu;
+                    const uint32_t mw1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
+                    float M = 0.0f;
+#pragma unroll
+                    for (int jj = 0; jj < 8; jj++) M = fmaf((float)mmvq_byte(jj < 4 ? mw0 : mw1, jj & 3), Sj[jj], M);
+                    /* - dmin 2^-e M, times 2^-16 for the limb-0 column e = t (exact) */
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                        if (e == t)
+                            acc[tl][p][2 * r + e] =
+                                fmaf(-__fmul_rn(__fmul_rn(dmin, sx[e]), 1.0f / 65536.0f), M, acc[tl][p][2 * r + e]);
+                }
+            }
+    }
+}
+
+/* Launch contract: grid (blk0[4] of mmv_blocks), block 32 ks (ks =
+ * mmv_ks(in / 256)), dynamic shared memory mmvq_smem_bytes(NP, ks), T <=
+ * 2 NP; buf written by k_mmvq_prep for these T tokens (a.nw is ignored: the
+ * prep applied the norm). The block and row mapping of k_mmv. */
+static inline size_t mmvq_smem_bytes(int np, int ks) { return (size_t)ks * 2 * np * 16 * 8 * sizeof(float); }
+
+template <int NP>
+__global__ void __launch_bounds__(32 * MMV_KS_MAX, NP == 1 ? 2 : 1) k_mmvq(mmv_args a, const uint8_t *__restrict__ buf) {
+    extern __shared__ __align__(16) float mq_part[]; /* [ks][2][NP][16][8] */
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
+    const int ks = blockDim.x >> 5;
+    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
+    const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 32);
+    const int nsb = (int)(a.in / 256);
+    const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    const uint8_t *rows[2][2];
+    int64_t rbase[2], nrow[2];
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++) {
+        const int w = a.swiglu ? tl : wi;
+        rbase[tl] = a.swiglu ? tile0 : tile0 + 16 * tl;
+        nrow[tl] = a.n_out[w];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = rbase[tl] + g + 8 * r;
+            rows[tl][r] = a.W[w] + (row < nrow[tl] ? row : nrow[tl] - 1) * (int64_t)a.row_bytes;
+        }
+    }
+    /* the first super-block's weights before the wait for the prep */
+    mmvq_raw cur[2];
+    if (sb0 < sb1)
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb0, t);
+    pdl_start();
+    const uint8_t *planes = buf;
+    const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
+    float acc[2][NP][4];
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+        for (int p = 0; p < NP; p++) acc[tl][p][0] = acc[tl][p][1] = acc[tl][p][2] = acc[tl][p][3] = 0.0f;
+#pragma unroll 1
+    for (int sb = sb0; sb < sb1; sb++) {
+        if (sb > sb0)
+#pragma unroll
+            for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, t);
+        mmvq_sb<NP>(cur, acc, planes, S, sinv, sb, nsb, a.T, g, t);
+    }
+#define MQ_PART(k, tl, p, row, n) mq_part[((((k) * 2 + (tl)) * NP + (p)) * 16 + (row)) * 8 + (n)]
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+        for (int p = 0; p < NP; p++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                MQ_PART(wp, tl, p, g + 8 * r, 2 * t) = acc[tl][p][2 * r];
+                MQ_PART(wp, tl, p, g + 8 * r, 2 * t + 1) = acc[tl][p][2 * r + 1];
+            }
+    __syncthreads();
+    /* one (tile, pair, row, token of the pair) per thread: the columns added
+     * in warp order, then the limbs */
+    auto col = [&](int tl, int p, int row, int n) {
+        float v = MQ_PART(0, tl, p, row, n);
+        for (int k = 1; k < ks; k++) v = __fadd_rn(v, MQ_PART(k, tl, p, row, n));
+        return v;
+    };
+    auto value = [&](int tl, int p, int row, int tk) {
+        const int n = 3 * tk;
+        return __fadd_rn(__fadd_rn(__fmul_rn(65536.0f, col(tl, p, row, n)), __fmul_rn(256.0f, col(tl, p, row, n + 1))),
+                         col(tl, p, row, n + 2));
+    };
+    const int n_res = (a.swiglu ? 1 : 2) * NP * 32;
+    for (int i = threadIdx.x; i < n_res; i += blockDim.x) {
+        const int tk = i & 1, row = (i >> 1) & 15, p = (i >> 5) % NP, tl = (i >> 5) / NP;
+        const int tok = 2 * p + tk;
+        const int64_t orow = rbase[tl] + row;
+        if (tok >= a.T || orow >= nrow[tl]) continue;
+        const float v = value(tl, p, row, tk);
+        if (a.swiglu) {
+            a.y[0][(int64_t)tok * nrow[0] + orow] = silu_f(v) * value(1, p, row, tk);
+        } else {
+            float *yp = a.y[wi] + (int64_t)tok * nrow[tl] + orow;
+            *yp = a.accumulate ? *yp + v : v;
+        }
+    }
+#undef MQ_PART
+}
+
+template <int NP>
+static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
+    cudaError_t e = cuda_smem_limit<k_mmvq<NP>>((int)mmvq_smem_bytes(NP, MMV_KS_MAX));
+    if (e != cudaSuccess) return e;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = (unsigned)a.blk0[4], cfg.blockDim = 32u * (unsigned)ks, cfg.dynamicSmemBytes = mmvq_smem_bytes(NP, ks);
+    cfg.stream = s, cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k_mmvq<NP>, a, buf);
+}
+
+/* The prep and the matvec of a T < 16 launch (blk0 from mmv_blocks); buf
+ * is the backend's mq buffer. pdl: the matvec launches with programmatic
+ * stream serialization (sm_90+), so it starts while the prep runs; the prep
+ * itself always waits for its predecessor. */
+static inline cudaError_t mmvq_launch(const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl) {
+    cuda_launch(k_mmvq_prep, (unsigned)a.T, 256, 0, s, a.x, a.nw, a.eps, a.in, a.T, buf);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    const int ks = mmv_ks((int)(a.in / 256));
+    if (a.T <= 2) return mmvq_launch_np<1>(a, buf, s, ks, pdl);
+    if (a.T <= 4) return mmvq_launch_np<2>(a, buf, s, ks, pdl);
+    if (a.T <= 8) return mmvq_launch_np<4>(a, buf, s, ks, pdl);
+    return mmvq_launch_np<8>(a, buf, s, ks, pdl);
+}
+
+#endif
