@@ -213,13 +213,11 @@ static double lab_graph_us(F launch, int n, int copies) {
 template <typename... P, typename... A>
 static inline void lab_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool pdl,
                               A &&...args) {
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
-    cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...));
+    const int keep = cuda_pdl;
+    cuda_pdl = pdl;
+    cuda_launch(kernel, grid, block, smem, s, static_cast<A &&>(args)...);
+    cuda_pdl = keep;
+    CK(cudaGetLastError());
 }
 
 /* Enough device copies of `bytes` at d0 (d0 itself first) that the copies

@@ -11,7 +11,7 @@
  * per element, X = rint(x 2^e) with one e per (token, super-block) so that
  * max |X| is in [2^20, 2^21), split into three signed 8-bit limbs X = 2^16
  * l0 + 2^8 l1 + l2 (balanced digits) in B columns 0, 1, 2. A separate
- * launch (k_q_prep) converts x once per token: limb planes in the
+ * launch (k_mmvq_prep, mmvq.cuh) converts x once per token: limb planes in the
  * fragment order of the MMA, the per-sub-block sums S_j of X (the Q4_K min
  * term) and 2^-e. Per sub-block j the 6-bit scale is applied by an integer
  * multiply-add (A_l += sc_j C_l, exact: |A_l| < 2^25); per super-block, in
@@ -26,8 +26,12 @@
  * decode-sized matrices.
  *
  * Also: the drop-in version with the conversion inside the kernel
- * (mmvq_inkernel.cuh, k_mmvq<NP, PF>), with and without an input norm,
- * back to back against k_mmv with the same norm ("PROD" lines).
+ * (mmvq_inkernel.cuh, k_mmvq_ik<NP, PF>), with and without an input norm,
+ * back to back against k_mmv with the same norm ("INKERNEL" lines); and the
+ * conversion once per token (production's k_mmvq_prep) feeding
+ * k_mmvq_lab<TL, 1, true> or production's k_mmvq, as PDL pipelines in a
+ * CUDA graph ("PIPE" lines, the input norm included, checked against the
+ * CPU's rmsnorm + rows).
  *
  * Checks: T = 1 against the CPU reference (memra_dot_row, all rows,
  * max|gpu - cpu| / max|cpu| <= 1e-5, the gate's tolerance), every variant.
@@ -42,68 +46,9 @@
 #include "mmvq_inkernel.cuh"
 #include "lab.cuh"
 
-#define Q_SB_B 768 /* limb bytes per token and super-block: 3 limbs x 4 lane groups x 8 sub-blocks x 8 */
-
-/* Lane L's 8 activations v of one (token, super-block) (elements 8 L ..
- * 8 L + 7: sub-block j = L / 4, lane group q = L % 4) with the warp max mx:
- * limb l's 8 bytes at base[l][q][j][8], S_j (q == 0) at ssum[j] and 2^-e
- * (lane 0) at *sxinv. */
-__device__ __forceinline__ void q_convert(const float *v, float mx, int lane, uint8_t *base, float *ssum,
-                                          float *sxinv) {
-    int e = 0;
-    if (mx > 0.0f) {
-        int ex;
-        frexpf(mx, &ex); /* mx in [2^(ex-1), 2^ex) */
-        e = 21 - ex;
-        e = e < -126 ? -126 : e > 126 ? 126 : e;
-    }
-    const float s = __uint_as_float((uint32_t)(e + 127) << 23);
-    int sum = 0;
-    uint32_t lw[3][2] = {{0u, 0u}, {0u, 0u}, {0u, 0u}};
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int X = __float2int_rn(__fmul_rn(v[i], s));
-        sum += X;
-        const int l2 = (int)(int8_t)(X & 0xFF), X1 = (X - l2) >> 8;
-        const int l1 = (int)(int8_t)(X1 & 0xFF), l0 = (X1 - l1) >> 8;
-        const int sh = 8 * (i & 3);
-        lw[0][i >> 2] |= ((uint32_t)l0 & 0xFFu) << sh;
-        lw[1][i >> 2] |= ((uint32_t)l1 & 0xFFu) << sh;
-        lw[2][i >> 2] |= ((uint32_t)l2 & 0xFFu) << sh;
-    }
-    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
-    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
-    const int j = lane >> 2, q = lane & 3;
-#pragma unroll
-    for (int l = 0; l < 3; l++) *(uint2 *)(base + l * 256 + q * 64 + j * 8) = make_uint2(lw[l][0], lw[l][1]);
-    if (q == 0) ssum[j] = (float)sum;
-    if (lane == 0) *sxinv = __uint_as_float((uint32_t)(127 - e) << 23);
-}
-
-/* Launch contract: grid (in / 256, T), block 32. Lane L converts elements
- * 8 L .. 8 L + 7 of super-block blockIdx.x of token blockIdx.y (q_convert). */
-__global__ void __launch_bounds__(32) k_q_prep(const float *__restrict__ x, int64_t in, uint8_t *__restrict__ planes,
-                                               float *__restrict__ ssum, float *__restrict__ sxinv) {
-    const int sb = blockIdx.x, t = blockIdx.y, lane = threadIdx.x, nsb = gridDim.x;
-    const float4 *xp = (const float4 *)(x + (int64_t)t * in + (int64_t)sb * 256 + 8 * lane);
-    const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1);
-    const float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-    float mx = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
-    mx = warp_max(mx);
-    q_convert(v, mx, lane, planes + ((int64_t)t * nsb + sb) * Q_SB_B, ssum + ((int64_t)t * nsb + sb) * 8,
-              sxinv + (int64_t)t * nsb + sb);
-}
-
-__device__ __forceinline__ void q_imma(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t q_byte(uint32_t w, int i) { return (w >> (8 * i)) & 0xFFu; }
+/* The activations come from production's k_mmvq_prep (mmvq.cuh), one
+ * block per token: limb planes [nsb][768], then S [nsb][8] and 2^-e [nsb]
+ * (T = 1), with or without the input norm. */
 
 /* One super-block's raw bytes for a warp's TL 16-row tiles: thread (g =
  * lane / 4, t = lane % 4) holds rows g, g + 8 of each tile (the 16-byte
@@ -134,7 +79,7 @@ __device__ __forceinline__ void q_fetch_x(q_raw<TL> &b, const uint8_t *planes, i
 #pragma unroll
     for (int i = 0; i < 4; i++) b.bq[i] = make_uint4(0u, 0u, 0u, 0u);
     if (g < 3) {
-        const uint4 *bp = (const uint4 *)(planes + (int64_t)sb * Q_SB_B + g * 256 + t * 64);
+        const uint4 *bp = (const uint4 *)(planes + (int64_t)sb * MQ_SB_B + g * 256 + t * 64);
 #pragma unroll
         for (int i = 0; i < 4; i++) b.bq[i] = __ldg(bp + i);
     }
@@ -177,13 +122,13 @@ __device__ __forceinline__ void q_step(const q_raw<TL> &b, int sb, const float *
                 hi[r][0] = (w.x >> 4) & 0x0F0F0F0Fu, hi[r][1] = (w.y >> 4) & 0x0F0F0F0Fu;
             }
             int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
-            q_imma(c0, lo[0][0], lo[1][0], lo[0][1], lo[1][1], bb.x, bb.y); /* sub-block 2 p */
-            q_imma(c1, hi[0][0], hi[1][0], hi[0][1], hi[1][1], bb.z, bb.w); /* sub-block 2 p + 1 */
+            mmvq_imma(c0, lo[0][0], lo[1][0], lo[0][1], lo[1][1], bb.x, bb.y); /* sub-block 2 p */
+            mmvq_imma(c1, hi[0][0], hi[1][0], hi[0][1], hi[1][1], bb.z, bb.w); /* sub-block 2 p + 1 */
             const int j0 = 2 * p, j1 = 2 * p + 1;
 #pragma unroll
             for (int r = 0; r < 2; r++) {
-                const int s0 = (int)q_byte(scw[tl][r][j0 >> 2], j0 & 3);
-                const int s1 = (int)q_byte(scw[tl][r][j1 >> 2], j1 & 3);
+                const int s0 = (int)mmvq_byte(scw[tl][r][j0 >> 2], j0 & 3);
+                const int s1 = (int)mmvq_byte(scw[tl][r][j1 >> 2], j1 & 3);
                 A[tl][2 * r] += s0 * c0[2 * r] + s1 * c1[2 * r];
                 A[tl][2 * r + 1] += s0 * c0[2 * r + 1] + s1 * c1[2 * r + 1];
             }
@@ -203,7 +148,7 @@ __device__ __forceinline__ void q_step(const q_raw<TL> &b, int sb, const float *
             const uint32_t mw1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
             float M = 0.0f;
 #pragma unroll
-            for (int j = 0; j < 8; j++) M = fmaf((float)q_byte(j < 4 ? mw0 : mw1, j & 3), S[j], M);
+            for (int j = 0; j < 8; j++) M = fmaf((float)mmvq_byte(j < 4 ? mw0 : mw1, j & 3), S[j], M);
             const float ds = __fmul_rn(d, sx);
             accf[tl][2 * r] = fmaf(ds, (float)A[tl][2 * r], accf[tl][2 * r]);
             accf[tl][2 * r + 1] = fmaf(ds, (float)A[tl][2 * r + 1], accf[tl][2 * r + 1]);
@@ -235,79 +180,6 @@ __device__ __forceinline__ void q_finish(const float (&accf)[TL][4], const float
     }
 }
 
-/* k_mmvq_lab<TL, 1> for a PDL pipeline behind k_q_prep_norm: the first
- * super-block's weights are requested before griddepcontrol.wait (they do
- * not depend on the prep), the limb planes after it. Same launch contract
- * and the same bits as k_mmvq_lab<TL, 1>. */
-template <int TL>
-__global__ void __launch_bounds__(256, 2)
-    k_mmvq_pdl(const uint8_t *__restrict__ W, size_t rb, int64_t n_out, int64_t in, const uint8_t *__restrict__ planes,
-               const float *__restrict__ ssum, const float *__restrict__ sxinv, float *__restrict__ y) {
-    __shared__ float part[MMV_KS_MAX][32];
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
-    const int nsb = (int)(in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
-    const uint8_t *rows[TL][2];
-#pragma unroll
-    for (int tl = 0; tl < TL; tl++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int64_t row = (int64_t)blockIdx.x * 16 * TL + 16 * tl + g + 8 * r;
-            rows[tl][r] = W + (row < n_out ? row : n_out - 1) * (int64_t)rb;
-        }
-    q_raw<TL> b;
-    if (sb0 < sb1) q_fetch_w(b, rows, sb0, t);
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    float accf[TL][4], mt[TL][2];
-#pragma unroll
-    for (int tl = 0; tl < TL; tl++) accf[tl][0] = accf[tl][1] = accf[tl][2] = accf[tl][3] = mt[tl][0] = mt[tl][1] = 0.0f;
-#pragma unroll 1
-    for (int sb = sb0; sb < sb1; sb++) {
-        if (sb > sb0) q_fetch_w(b, rows, sb, t);
-        q_fetch_x(b, planes, sb, g, t);
-        q_step(b, sb, ssum, sxinv, accf, mt);
-    }
-    q_finish<TL>(accf, mt, part, g, t, wp, ks, n_out, y);
-}
-
-/* k_q_prep with the input norm, once per token: block t (256 threads) sums
- * x^2 (thread i: float4s i, i + 256, .. in order, then the warps' sums in a
- * fixed tree), then warp w converts super-blocks w, w + 8, .. of x * inv *
- * nw (rmsnorm's formula) as k_q_prep does. PDL: it lets the next launch
- * start at once and waits for the previous one before reading x. Grid T,
- * block 256. */
-__global__ void __launch_bounds__(256) k_q_prep_norm(const float *__restrict__ x, const float *__restrict__ nw,
-                                                     float eps, int64_t in, uint8_t *__restrict__ planes,
-                                                     float *__restrict__ ssum, float *__restrict__ sxinv) {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    __shared__ float red[8];
-    const int t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nsb = (int)(in / 256);
-    const float *xr = x + (int64_t)t * in;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < in / 4; i += 256) {
-        const float4 v = __ldg((const float4 *)xr + i);
-        ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss), ss = fmaf(v.z, v.z, ss), ss = fmaf(v.w, v.w, ss);
-    }
-    ss = warp_sum(ss);
-    if (lane == 0) red[w] = ss;
-    __syncthreads();
-    const float tot = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
-    const float inv = 1.0f / sqrtf(tot / (float)in + eps);
-    for (int sb = w; sb < nsb; sb += 8) {
-        const float4 *xp = (const float4 *)(xr + (int64_t)sb * 256 + 8 * lane);
-        const float4 *wq = (const float4 *)(nw + (int64_t)sb * 256 + 8 * lane);
-        const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1), w0 = __ldg(wq), w1 = __ldg(wq + 1);
-        const float xv[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-        float v[8], mx = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(xv[i], inv), wv[i]), mx = fmaxf(mx, fabsf(v[i]));
-        mx = warp_max(mx);
-        q_convert(v, mx, lane, planes + ((int64_t)t * nsb + sb) * Q_SB_B, ssum + ((int64_t)t * nsb + sb) * 8,
-                  sxinv + (int64_t)t * nsb + sb);
-    }
-}
-
 /* Launch contract: grid ceil(n_out / (16 TL)), block 32 ks (ks = mmv_ks(in /
  * 256) in production; other values for timing), T = 1. Warp w takes
  * super-blocks [w nsb / ks, (w + 1) nsb / ks) of the block's TL 16-row
@@ -316,8 +188,11 @@ __global__ void __launch_bounds__(256) k_q_prep_norm(const float *__restrict__ x
  * partial rows are added in warp order. NB > 0: NB super-blocks at a time,
  * all their loads issued before any is used; NB < 0: software pipelined,
  * the loads of super-block sb + |NB| issued right after sb's bytes are
- * consumed (|NB| in flight). TL and NB change no bit. */
-template <int TL, int NB>
+ * consumed (|NB| in flight). TL and NB change no bit. PDL (NB = 1): for a
+ * pipeline behind the prep, the first super-block's weights are requested
+ * before griddepcontrol.wait (they do not depend on the prep), the planes
+ * after it; the same bits. */
+template <int TL, int NB, bool PDL = false>
 __global__ void __launch_bounds__(256, TL * (NB > 0 ? NB : -NB) > 2 ? 1 : 2)
     k_mmvq_lab(const uint8_t *__restrict__ W, size_t rb, int64_t n_out, int64_t in, const uint8_t *__restrict__ planes,
            const float *__restrict__ ssum, const float *__restrict__ sxinv, float *__restrict__ y) {
@@ -336,12 +211,21 @@ __global__ void __launch_bounds__(256, TL * (NB > 0 ? NB : -NB) > 2 ? 1 : 2)
 #pragma unroll
     for (int tl = 0; tl < TL; tl++) accf[tl][0] = accf[tl][1] = accf[tl][2] = accf[tl][3] = mt[tl][0] = mt[tl][1] = 0.0f;
     constexpr int D = NB > 0 ? NB : -NB;
+    static_assert(!PDL || NB == 1, "mmvq_lab: PDL with one super-block in flight");
     q_raw<TL> buf[D];
+    if (PDL) {
+        if (sb0 < sb1) q_fetch_w(buf[0], rows, sb0, t);
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+    }
     if (NB > 0) {
 #pragma unroll 1
         for (int c = sb0; c < sb1; c += D) {
 #pragma unroll
-            for (int n = 0; n < D; n++) q_fetch(buf[n], rows, planes, c + n < sb1 ? c + n : sb1 - 1, g, t);
+            for (int n = 0; n < D; n++) {
+                const int sb = c + n < sb1 ? c + n : sb1 - 1;
+                if (!PDL || c > sb0) q_fetch_w(buf[n], rows, sb, t);
+                q_fetch_x(buf[n], planes, sb, g, t);
+            }
 #pragma unroll
             for (int n = 0; n < D; n++) {
                 if (c + n >= sb1) break;
@@ -383,13 +267,12 @@ int main(int argc, char **argv) {
     const uint8_t *dw = pb.dw;
     const float *dx = pb.dx;
     uint8_t *planes;
-    float *dy, *dm, *ssum, *sxinv;
+    float *dy, *dm;
     CK(cudaMalloc(&dy, sizeof(float) * n_out));
     CK(cudaMalloc(&dm, sizeof(float) * n_out));
-    CK(cudaMalloc(&planes, (size_t)nsb * Q_SB_B));
-    CK(cudaMalloc(&ssum, sizeof(float) * nsb * 8));
-    CK(cudaMalloc(&sxinv, sizeof(float) * nsb));
-    auto prep = [&] { k_q_prep<<<dim3((unsigned)nsb, 1), 32>>>(dx, in, planes, ssum, sxinv); };
+    CK(cudaMalloc(&planes, mmvq_buf_bytes(1, nsb)));
+    float *ssum = (float *)(planes + (size_t)nsb * MQ_SB_B), *sxinv = ssum + (size_t)nsb * 8;
+    auto prep = [&] { lab_launch(k_mmvq_prep, 1, 256, 0, 0, false, dx, (const float *)nullptr, 0.0f, in, 1, planes); };
     /* variant v: TL, NB (< 0: pipelined), ks (0 = production ks) */
     static const int vtl[] = {2, 2, 1, 1, 1, 2, 1, 1, 2, 1, 1, 1};
     static const int vnb[] = {1, 2, 2, 4, 1, 1, -2, -3, -2, 4, -2, -2};
@@ -476,7 +359,7 @@ int main(int argc, char **argv) {
                same < 0 ? "n/a" : same ? "yes" : "NO");
     }
     var = 0;
-    /* the input norm's weights for the PROD and PIPE lines */
+    /* the input norm's weights for the INKERNEL and PIPE lines */
     float *hnw = (float *)malloc(sizeof(float) * in), *dnw;
     for (int64_t i = 0; i < in; i++) hnw[i] = rf(0.5f, 1.5f);
     dnw = lab_dev(hnw, sizeof(float) * in);
@@ -496,7 +379,7 @@ int main(int argc, char **argv) {
                 },
                 NS, ncw);
             for (int pf = 0; pf < 2; pf++) {
-                auto run = [&](const mmv_args &b) { CK(pf ? mmvq_launch<1>(b, 0) : mmvq_launch<0>(b, 0)); };
+                auto run = [&](const mmv_args &b) { CK(pf ? mmvq_ik_launch<1>(b, 0) : mmvq_ik_launch<0>(b, 0)); };
                 CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
                 run(pa);
                 CK(cudaDeviceSynchronize());
@@ -517,13 +400,14 @@ int main(int argc, char **argv) {
                         run(b);
                     },
                     NS, ncw);
-                printf("PROD k_mmvq PF%d norm%d  stream %6.1f us %4.0f%%  (k_mmv norm%d stream %6.1f us %4.0f%%)  err %s %.2e\n",
+                printf("INKERNEL k_mmvq_ik PF%d norm%d  stream %6.1f us %4.0f%%  (k_mmv norm%d stream %6.1f us %4.0f%%)  err %s %.2e\n",
                        pf, nwon, su, pct(su), nwon, sk, pct(sk), nwon ? "(norm: not checked)" : okp ? "ok" : "FAIL", ev);
             }
         }
     }
-    /* PIPE: the conversion once per token (k_q_prep_norm, input norm
-     * included) and k_mmvq_pdl, as a PDL pipeline in a CUDA graph, against
+    /* PIPE: the conversion once per token (k_mmvq_prep, input norm
+     * included) and k_mmvq_lab<TL, 1, true>, and production's pair (mmvq_launch),
+     * as PDL pipelines in a CUDA graph, against
      * k_mmv with the norm fused, in a graph with and without PDL */
     {
         const float eps = 1e-6f;
@@ -547,15 +431,25 @@ int main(int argc, char **argv) {
             cuda_pdl = 0;
         };
         auto pair = [&](int i, cudaStream_t st, bool pdl, int tl) {
-            lab_launch(k_q_prep_norm, 1, 256, 0, st, pdl, (const float *)dx, (const float *)dnw, eps, in, planes, ssum,
-                       sxinv);
+            lab_launch(k_mmvq_prep, 1, 256, 0, st, pdl, (const float *)dx, (const float *)dnw, eps, in, 1, planes);
             const unsigned grid = (unsigned)((n_out + 16 * tl - 1) / (16 * tl));
-            lab_launch(tl == 1 ? k_mmvq_pdl<1> : k_mmvq_pdl<2>, grid, 32u * (unsigned)ks, 0, st, pdl, cw[i], rb, n_out,
-                       in, (const uint8_t *)planes, (const float *)ssum, (const float *)sxinv, dy);
+            lab_launch(tl == 1 ? k_mmvq_lab<1, 1, true> : k_mmvq_lab<2, 1, true>, grid, 32u * (unsigned)ks, 0, st, pdl,
+                       cw[i], rb, n_out, in, (const uint8_t *)planes, (const float *)ssum, (const float *)sxinv, dy);
         };
-        for (int tl = 1; tl <= 2; tl++) {
+        /* production's pair (mmvq.cuh: the prep, then k_mmvq on mmv_args) */
+        uint8_t *pbuf;
+        CK(cudaMalloc(&pbuf, MQ_BUF_BYTES));
+        auto prodpair = [&](int i, cudaStream_t st) {
+            mmv_args b = ka;
+            b.W[0] = cw[i], b.y[0] = dy;
+            CK(mmvq_launch(b, pbuf, st, true));
+        };
+        for (int tl = 1; tl <= 3; tl++) { /* 3: production's pair */
             CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
-            pair(0, 0, false, tl);
+            if (tl == 3)
+                prodpair(0, 0);
+            else
+                pair(0, 0, false, tl);
             CK(cudaDeviceSynchronize());
             lab_get(hm, dy, n_out);
             double ev = 0;
@@ -565,22 +459,25 @@ int main(int argc, char **argv) {
             }
             ev /= mrefn;
             fails += !(ev <= 1e-5);
-            printf("PIPE TL%d k_q_prep_norm + k_mmvq_pdl vs CPU (rmsnorm, then the rows): %.2e %s\n", tl, ev,
-                   ev <= 1e-5 ? "ok" : "FAIL");
+            printf("PIPE %s vs CPU (rmsnorm, then the rows): %.2e %s\n",
+                   tl == 3 ? "production (mmvq_launch)" : tl == 1 ? "TL1 k_mmvq_prep + k_mmvq_lab" : "TL2 k_mmvq_prep + k_mmvq_lab",
+                   ev, ev <= 1e-5 ? "ok" : "FAIL");
         }
         const double g0 = lab_graph_us([&](int i, cudaStream_t st) { kmmv(i, st, false); }, NS, ncw);
         const double g1 = lab_graph_us([&](int i, cudaStream_t st) { kmmv(i, st, true); }, NS, ncw);
         const double p0 = lab_graph_us([&](int i, cudaStream_t st) { pair(i, st, false, 1); }, NS, ncw);
         const double p1 = lab_graph_us([&](int i, cudaStream_t st) { pair(i, st, true, 1); }, NS, ncw);
         const double p2 = lab_graph_us([&](int i, cudaStream_t st) { pair(i, st, true, 2); }, NS, ncw);
+        const double pp = lab_graph_us([&](int i, cudaStream_t st) { prodpair(i, st); }, NS, ncw);
         printf("PIPE graph, per matvec: k_mmv+norm %6.1f us %4.0f%%  with PDL %6.1f us %4.0f%%  |  prep+mmvq TL1 %6.1f us "
-               "%4.0f%%  PDL TL1 %6.1f us %4.0f%%  PDL TL2 %6.1f us %4.0f%%\n",
-               g0, pct(g0), g1, pct(g1), p0, pct(p0), p1, pct(p1), p2, pct(p2));
+               "%4.0f%%  PDL TL1 %6.1f us %4.0f%%  PDL TL2 %6.1f us %4.0f%%  production %6.1f us %4.0f%%\n",
+               g0, pct(g0), g1, pct(g1), p0, pct(p0), p1, pct(p1), p2, pct(p2), pp, pct(pp));
+        cudaFree(pbuf);
         free(xn), free(refn);
     }
     cudaFree(dnw), free(hnw);
     for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
-    cudaFree(dy), cudaFree(dm), cudaFree(planes), cudaFree(ssum), cudaFree(sxinv);
+    cudaFree(dy), cudaFree(dm), cudaFree(planes);
     lab_mv_free(&pb), free(hy), free(hm);
     return fails ? 1 : 0;
 }

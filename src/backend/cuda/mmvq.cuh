@@ -58,8 +58,10 @@ __device__ __forceinline__ uint32_t mmvq_byte(uint32_t w, int i) { return (w >> 
 
 /* Lane L's 8 values v of one (token, super-block), elements 8 L .. 8 L + 7
  * (sub-block j = L / 4, quarter q = L % 4), the warp max mx and whether any
- * value of the super-block is NaN or Inf: limb l's 8 bytes at
- * planes[l][q][j], S_j (q == 0) at S[j], 2^-e (lane 0) at *sinv. */
+ * value of the super-block is NaN or Inf: limb l's 8 bytes at planes + l
+ * LB + q QB + 8 j (the prep's layout: LB 256, QB 64), S_j (q == 0) at S[j],
+ * 2^-e (lane 0) at *sinv. */
+template <int LB = 256, int QB = 64>
 __device__ __forceinline__ void mmvq_convert(const float *v, float mx, bool bad, int lane, uint8_t *planes, float *S,
                                              float *sinv) {
     /* mx in [2^(ex - 1), 2^ex): X = v 2^(21 - ex), clamped to fp32's normal range */
@@ -84,7 +86,7 @@ __device__ __forceinline__ void mmvq_convert(const float *v, float mx, bool bad,
     sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
     const int j = lane >> 2, q = lane & 3;
 #pragma unroll
-    for (int l = 0; l < 3; l++) *(uint2 *)(planes + l * 256 + q * 64 + j * 8) = make_uint2(lw[l][0], lw[l][1]);
+    for (int l = 0; l < 3; l++) *(uint2 *)(planes + l * LB + q * QB + j * 8) = make_uint2(lw[l][0], lw[l][1]);
     if (q == 0) S[j] = (float)sum;
     if (lane == 0) *sinv = bad ? __int_as_float(0x7FC00000) : __uint_as_float((uint32_t)(127 - es) << 23);
 }
@@ -157,12 +159,27 @@ struct mmvq_raw {
     }
 };
 
-/* The MMAs and the fp32 update of super-block sb for the warp's two tiles
- * w[0], w[1] and token pairs 0..NP-1. acc[tl][p][2 r + e]: tile tl's row
- * g + 8 r, column 2 t + e of pair p. */
-template <int NP>
-__device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], const uint8_t *planes, const float *S,
-                                        const float *sinv, int sb, int nsb, int T, int g, int t) {
+/* Where mmvq_sb finds one super-block's activations: the prep's planes in
+ * global memory (this file), or a warp's staging area in shared memory
+ * (bench/kernels/mmvq_inkernel.cuh). limbs(tok, limb, t): lane group t's
+ * 64 bytes of a limb plane; sx(tok): 2^-e; s(tok, j): S_j. */
+struct mmvq_gsrc {
+    const uint8_t *planes;
+    const float *S, *sinv;
+    size_t nsb, sb;
+    __device__ __forceinline__ const uint4 *limbs(int tok, int limb, int t) const {
+        return (const uint4 *)(planes + (tok * nsb + sb) * MQ_SB_B + limb * 256 + t * 64);
+    }
+    __device__ __forceinline__ uint4 ld(const uint4 *p) const { return __ldg(p); }
+    __device__ __forceinline__ float sx(int tok) const { return __ldg(sinv + tok * nsb + sb); }
+    __device__ __forceinline__ float s(int tok, int j) const { return __ldg(S + (tok * nsb + sb) * 8 + j); }
+};
+
+/* The MMAs and the fp32 update of one super-block (activations from src)
+ * for the warp's two tiles w[0], w[1] and token pairs 0..NP-1.
+ * acc[tl][p][2 r + e]: tile tl's row g + 8 r, column 2 t + e of pair p. */
+template <int NP, class SRC>
+__device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], const SRC &src, int T, int g, int t) {
     uint32_t scw[2][2][2];
 #pragma unroll
     for (int tl = 0; tl < 2; tl++)
@@ -177,9 +194,7 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
 #pragma unroll
     for (int p = 0; p < NP; p++) {
         const int tok = 2 * p + (g >= 3);
-        bp[p] = g < 6 && tok < T
-                    ? (const uint4 *)(planes + ((size_t)tok * nsb + sb) * MQ_SB_B + (g % 3) * 256 + t * 64)
-                    : nullptr;
+        bp[p] = g < 6 && tok < T ? src.limbs(tok, g % 3, t) : nullptr;
     }
     int A[2][NP][4];
 #pragma unroll
@@ -190,7 +205,7 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
     for (int k = 0; k < 4; k++) {
         uint4 bb[NP];
 #pragma unroll
-        for (int p = 0; p < NP; p++) bb[p] = bp[p] ? __ldg(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
+        for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
         for (int tl = 0; tl < 2; tl++) {
             uint32_t lo[2][2], hi[2][2];
@@ -223,14 +238,14 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int n = 2 * t + e, tok = 2 * p + n / 3;
-            sx[e] = n < 6 && tok < T ? __ldg(sinv + (size_t)tok * nsb + sb) : 0.0f;
+            sx[e] = n < 6 && tok < T ? src.sx(tok) : 0.0f;
         }
         /* the limb-0 columns: t = 0, e = 0 (token 2 p) and t = 1, e = 1 (token 2 p + 1) */
         const int tm = 2 * p + t;
         const bool has_m = t < 2 && tm < T;
         float Sj[8];
 #pragma unroll
-        for (int jj = 0; jj < 8; jj++) Sj[jj] = has_m ? __ldg(S + ((size_t)tm * nsb + sb) * 8 + jj) : 0.0f;
+        for (int jj = 0; jj < 8; jj++) Sj[jj] = has_m ? src.s(tm, jj) : 0.0f;
 #pragma unroll
         for (int tl = 0; tl < 2; tl++)
 #pragma unroll
@@ -258,23 +273,15 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
     }
 }
 
-/* Launch contract: grid (blk0[4] of mmv_blocks), block 32 ks (ks =
- * mmv_ks(in / 256)), dynamic shared memory mmvq_smem_bytes(NP, ks), T <=
- * 2 NP; buf written by k_mmvq_prep for these T tokens (a.nw is ignored: the
- * prep applied the norm). The block and row mapping of k_mmv. */
-static inline size_t mmvq_smem_bytes(int np, int ks) { return (size_t)ks * 2 * np * 16 * 8 * sizeof(float); }
-
-template <int NP>
-__global__ void __launch_bounds__(32 * MMV_KS_MAX, NP == 1 ? 2 : 1) k_mmvq(mmv_args a, const uint8_t *__restrict__ buf) {
-    extern __shared__ __align__(16) float mq_part[]; /* [ks][2][NP][16][8] */
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
-    const int ks = blockDim.x >> 5;
+/* The block's two 16-row tiles (k_mmv's mapping: block b of weight wi
+ * owns rows 32 (b - blk0[wi]) .. + 31, or for swiglu rows 16 (b - blk0[0])
+ * .. + 15 of gate (tile 0) and up (tile 1)): lane group g's rows g, g + 8 of
+ * each tile (clamped to the weight), the tiles' first rows and row counts.
+ * Returns wi. */
+__device__ __forceinline__ int mmvq_tiles(const mmv_args &a, int g, const uint8_t *(&rows)[2][2],
+                                          int64_t (&rbase)[2], int64_t (&nrow)[2]) {
     const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
     const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 32);
-    const int nsb = (int)(a.in / 256);
-    const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
-    const uint8_t *rows[2][2];
-    int64_t rbase[2], nrow[2];
 #pragma unroll
     for (int tl = 0; tl < 2; tl++) {
         const int w = a.swiglu ? tl : wi;
@@ -286,6 +293,75 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NP == 1 ? 2 : 1) k_mmvq(mmv_a
             rows[tl][r] = a.W[w] + (row < nrow[tl] ? row : nrow[tl] - 1) * (int64_t)a.row_bytes;
         }
     }
+    return wi;
+}
+
+/* The end of a k_mmvq block (and of the lab's in-kernel version): the
+ * warps' accumulators to part ([ks][2][NP][16][8] floats, shared), then one
+ * (tile, pair, row, token of the pair) per thread: the columns added in warp
+ * order, the limbs combined, times tok_inv[token] when given (the lab's
+ * input norm), written (swiglu: silu(gate) up; else y or y += ). Every
+ * thread of the block calls it. */
+template <int NP>
+__device__ __forceinline__ void mmvq_finish(const float (*acc)[NP][4], float *part, const mmv_args &a, int wi,
+                                            const int64_t *rbase, const int64_t *nrow, const float *tok_inv) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
+#define MQ_PART(k, tl, p, row, n) part[((((k) * 2 + (tl)) * NP + (p)) * 16 + (row)) * 8 + (n)]
+#pragma unroll
+    for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+        for (int p = 0; p < NP; p++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                MQ_PART(wp, tl, p, g + 8 * r, 2 * t) = acc[tl][p][2 * r];
+                MQ_PART(wp, tl, p, g + 8 * r, 2 * t + 1) = acc[tl][p][2 * r + 1];
+            }
+    __syncthreads();
+    auto col = [&](int tl, int p, int row, int n) {
+        float v = MQ_PART(0, tl, p, row, n);
+        for (int k = 1; k < ks; k++) v = __fadd_rn(v, MQ_PART(k, tl, p, row, n));
+        return v;
+    };
+    auto value = [&](int tl, int p, int row, int tk) {
+        const int n = 3 * tk;
+        const float v =
+            __fadd_rn(__fadd_rn(__fmul_rn(65536.0f, col(tl, p, row, n)), __fmul_rn(256.0f, col(tl, p, row, n + 1))),
+                      col(tl, p, row, n + 2));
+        return tok_inv ? __fmul_rn(v, tok_inv[2 * p + tk]) : v;
+    };
+    const int n_res = (a.swiglu ? 1 : 2) * NP * 32;
+    for (int i = threadIdx.x; i < n_res; i += blockDim.x) {
+        const int tk = i & 1, row = (i >> 1) & 15, p = (i >> 5) % NP, tl = (i >> 5) / NP;
+        const int tok = 2 * p + tk;
+        const int64_t orow = rbase[tl] + row;
+        if (tok >= a.T || orow >= nrow[tl]) continue;
+        const float v = value(tl, p, row, tk);
+        if (a.swiglu) {
+            a.y[0][(int64_t)tok * nrow[0] + orow] = silu_f(v) * value(1, p, row, tk);
+        } else {
+            float *yp = a.y[wi] + (int64_t)tok * nrow[tl] + orow;
+            *yp = a.accumulate ? *yp + v : v;
+        }
+    }
+#undef MQ_PART
+}
+
+/* Launch contract: grid (blk0[4] of mmv_blocks), block 32 ks (ks =
+ * mmv_ks(in / 256)), dynamic shared memory mmvq_smem_bytes(NP, ks), T <=
+ * 2 NP; buf written by k_mmvq_prep for these T tokens (a.nw is ignored: the
+ * prep applied the norm). The block and row mapping of k_mmv. */
+static inline size_t mmvq_smem_bytes(int np, int ks) { return (size_t)ks * 2 * np * 16 * 8 * sizeof(float); }
+
+template <int NP>
+__global__ void __launch_bounds__(32 * MMV_KS_MAX, NP == 1 ? 2 : 1) k_mmvq(mmv_args a, const uint8_t *__restrict__ buf) {
+    extern __shared__ __align__(16) float mq_part[]; /* [ks][2][NP][16][8] */
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
+    const int ks = blockDim.x >> 5;
+    const uint8_t *rows[2][2];
+    int64_t rbase[2], nrow[2];
+    const int wi = mmvq_tiles(a, g, rows, rbase, nrow);
+    const int nsb = (int)(a.in / 256);
+    const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
     /* the first super-block's weights before the wait for the prep */
     mmvq_raw cur[2];
     if (sb0 < sb1)
@@ -304,46 +380,9 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NP == 1 ? 2 : 1) k_mmvq(mmv_a
         if (sb > sb0)
 #pragma unroll
             for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, t);
-        mmvq_sb<NP>(cur, acc, planes, S, sinv, sb, nsb, a.T, g, t);
+        mmvq_sb<NP>(cur, acc, mmvq_gsrc{planes, S, sinv, (size_t)nsb, (size_t)sb}, a.T, g, t);
     }
-#define MQ_PART(k, tl, p, row, n) mq_part[((((k) * 2 + (tl)) * NP + (p)) * 16 + (row)) * 8 + (n)]
-#pragma unroll
-    for (int tl = 0; tl < 2; tl++)
-#pragma unroll
-        for (int p = 0; p < NP; p++)
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                MQ_PART(wp, tl, p, g + 8 * r, 2 * t) = acc[tl][p][2 * r];
-                MQ_PART(wp, tl, p, g + 8 * r, 2 * t + 1) = acc[tl][p][2 * r + 1];
-            }
-    __syncthreads();
-    /* one (tile, pair, row, token of the pair) per thread: the columns added
-     * in warp order, then the limbs */
-    auto col = [&](int tl, int p, int row, int n) {
-        float v = MQ_PART(0, tl, p, row, n);
-        for (int k = 1; k < ks; k++) v = __fadd_rn(v, MQ_PART(k, tl, p, row, n));
-        return v;
-    };
-    auto value = [&](int tl, int p, int row, int tk) {
-        const int n = 3 * tk;
-        return __fadd_rn(__fadd_rn(__fmul_rn(65536.0f, col(tl, p, row, n)), __fmul_rn(256.0f, col(tl, p, row, n + 1))),
-                         col(tl, p, row, n + 2));
-    };
-    const int n_res = (a.swiglu ? 1 : 2) * NP * 32;
-    for (int i = threadIdx.x; i < n_res; i += blockDim.x) {
-        const int tk = i & 1, row = (i >> 1) & 15, p = (i >> 5) % NP, tl = (i >> 5) / NP;
-        const int tok = 2 * p + tk;
-        const int64_t orow = rbase[tl] + row;
-        if (tok >= a.T || orow >= nrow[tl]) continue;
-        const float v = value(tl, p, row, tk);
-        if (a.swiglu) {
-            a.y[0][(int64_t)tok * nrow[0] + orow] = silu_f(v) * value(1, p, row, tk);
-        } else {
-            float *yp = a.y[wi] + (int64_t)tok * nrow[tl] + orow;
-            *yp = a.accumulate ? *yp + v : v;
-        }
-    }
-#undef MQ_PART
+    mmvq_finish<NP>(acc, mq_part, a, wi, rbase, nrow, nullptr);
 }
 
 template <int NP>
