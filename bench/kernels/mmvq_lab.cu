@@ -46,8 +46,8 @@
 #include "mmvq_inkernel.cuh"
 #include "lab.cuh"
 
-/* The activations come from production's k_mmvq_prep (mmvq.cuh), one
- * block per token: limb planes [nsb][768], then S [nsb][8] and 2^-e [nsb]
+/* The activations come from production's k_mmvq_prep (mmvq.cuh, a block
+ * per 8 super-blocks): limb planes [nsb][768], then S [nsb][8] and 2^-e [nsb]
  * (T = 1), with or without the input norm. */
 
 /* One super-block's raw bytes for a warp's TL 16-row tiles: thread (g =
@@ -272,7 +272,7 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&dm, sizeof(float) * n_out));
     CK(cudaMalloc(&planes, mmvq_buf_bytes(1, nsb)));
     float *ssum = (float *)(planes + (size_t)nsb * MQ_SB_B), *sxinv = ssum + (size_t)nsb * 8;
-    auto prep = [&] { lab_launch(k_mmvq_prep, 1, 256, 0, 0, false, dx, (const float *)nullptr, 0.0f, in, 1, planes); };
+    auto prep = [&] { mmvq_prep_launch(dx, nullptr, 0.0f, in, 1, planes, 0); };
     /* variant v: TL, NB (< 0: pipelined), ks (0 = production ks) */
     static const int vtl[] = {2, 2, 1, 1, 1, 2, 1, 1, 2, 1, 1, 1};
     static const int vnb[] = {1, 2, 2, 4, 1, 1, -2, -3, -2, 4, -2, -2};
@@ -431,7 +431,9 @@ int main(int argc, char **argv) {
             cuda_pdl = 0;
         };
         auto pair = [&](int i, cudaStream_t st, bool pdl, int tl) {
-            lab_launch(k_mmvq_prep, 1, 256, 0, st, pdl, (const float *)dx, (const float *)dnw, eps, in, 1, planes);
+            cuda_pdl = pdl;
+            mmvq_prep_launch(dx, dnw, eps, in, 1, planes, st);
+            cuda_pdl = 0;
             const unsigned grid = (unsigned)((n_out + 16 * tl - 1) / (16 * tl));
             lab_launch(tl == 1 ? k_mmvq_lab<1, 1, true> : k_mmvq_lab<2, 1, true>, grid, 32u * (unsigned)ks, 0, st, pdl,
                        cw[i], rb, n_out, in, (const uint8_t *)planes, (const float *)ssum, (const float *)sxinv, dy);

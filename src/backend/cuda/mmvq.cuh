@@ -3,9 +3,10 @@
  * section 3; lab: bench/kernels/mmvq_lab.cu).
  *
  * Two launches per matmul group:
- *  - k_mmvq_prep (one block per token) converts x, with the layer's input
- *    norm when there is one (x * inv * w, rmsnorm's formula; inv from the
- *    block's sum of squares in a fixed order), into limb planes: per
+ *  - k_mmvq_prep (a block per 8 super-blocks of a token) converts x, with
+ *    the layer's input norm when there is one (x * inv * w, rmsnorm's
+ *    formula; inv from the row's sum of squares in a fixed order), into
+ *    limb planes: per
  *    (token, super-block) X = rint(v 2^e) with max|X| in [2^20, 2^21) (22
  *    bits), split into three signed 8-bit limbs X = 2^16 l0 + 2^8 l1 + l2,
  *    in the order of the MMA's B fragments, plus the sub-block sums S_j of X
@@ -91,11 +92,15 @@ __device__ __forceinline__ void mmvq_convert(const float *v, float mx, bool bad,
     if (lane == 0) *sinv = bad ? __int_as_float(0x7FC00000) : __uint_as_float((uint32_t)(127 - es) << 23);
 }
 
-/* Launch contract: grid T, block 256; buf holds mmvq_buf_bytes(T, in / 256).
- * Token blockIdx.x: with nw, the sum of squares (thread i: float4s i,
- * i + 256, .. in order; the warps' sums in a fixed tree), inv = 1 /
- * sqrt(ss / in + eps) and v = (x inv) w; without, v = x. Warp w converts
- * super-blocks w, w + 8, .. */
+/* Launch contract: grid (ceil(nsb / 8), T) with nsb = in / 256, block 256;
+ * buf holds mmvq_buf_bytes(T, nsb). Block (b, t): warp w converts
+ * super-block 8 b + w of token t. With nw, every block of the token first
+ * takes the row's sum of squares in the same fixed order (thread i:
+ * float4s i, i + 256, .. in order; the warps' sums in a fixed tree; the
+ * super-block's own x is requested first, so both loads are in flight
+ * together), inv = 1 / sqrt(ss / in + eps) and v = (x inv) w; without,
+ * v = x. Splitting a token over blocks shortens the chain the matvec waits
+ * for; every block computes the same inv. */
 __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restrict__ x, const float *__restrict__ nw,
                                                    float eps, int64_t in, int T, uint8_t *__restrict__ buf) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -103,10 +108,20 @@ __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restrict__ x, 
 #endif
     pdl_start();
     __shared__ float red[8];
-    const int t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nsb = (int)(in / 256);
+    const int t = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nsb = (int)(in / 256);
+    const int sb = 8 * blockIdx.x + w;
     uint8_t *planes = buf;
     float *S = (float *)(buf + (size_t)T * nsb * MQ_SB_B), *sinv = S + (size_t)T * nsb * 8;
     const float *xr = x + (int64_t)t * in;
+    float4 u0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), u1 = u0, w0 = u0, w1 = u0;
+    if (sb < nsb) {
+        const float4 *xp = (const float4 *)(xr + (int64_t)sb * 256 + 8 * lane);
+        u0 = __ldg(xp), u1 = __ldg(xp + 1);
+        if (nw) {
+            const float4 *wq = (const float4 *)(nw + (int64_t)sb * 256 + 8 * lane);
+            w0 = __ldg(wq), w1 = __ldg(wq + 1);
+        }
+    }
     float inv = 1.0f;
     if (nw) {
         float ss = 0.0f;
@@ -120,25 +135,26 @@ __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restrict__ x, 
         const float tot = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
         inv = 1.0f / sqrtf(tot / (float)in + eps);
     }
-    for (int sb = w; sb < nsb; sb += 8) {
-        const float4 *xp = (const float4 *)(xr + (int64_t)sb * 256 + 8 * lane);
-        const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1);
-        float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-        if (nw) {
-            const float4 *wq = (const float4 *)(nw + (int64_t)sb * 256 + 8 * lane);
-            const float4 w0 = __ldg(wq), w1 = __ldg(wq + 1);
-            const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    if (sb >= nsb) return;
+    float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+    if (nw) {
+        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
-            for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(v[i], inv), wv[i]);
-        }
-        float m = 0.0f, z = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i])), z = fmaf(v[i], 0.0f, z);
-        const float mx = warp_max(m);
-        const bool bad = __any_sync(0xFFFFFFFFu, !(z == 0.0f)); /* NaN or Inf: the max may drop them */
-        const size_t ts = (size_t)t * nsb + sb;
-        mmvq_convert(v, mx, bad, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts);
+        for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(v[i], inv), wv[i]);
     }
+    float m = 0.0f, z = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i])), z = fmaf(v[i], 0.0f, z);
+    const float mx = warp_max(m);
+    const bool bad = __any_sync(0xFFFFFFFFu, !(z == 0.0f)); /* NaN or Inf: the max may drop them */
+    const size_t ts = (size_t)t * nsb + sb;
+    mmvq_convert(v, mx, bad, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts);
+}
+
+/* k_mmvq_prep's launch for T tokens of rows of `in` */
+static inline void mmvq_prep_launch(const float *x, const float *nw, float eps, int64_t in, int T, uint8_t *buf,
+                                    cudaStream_t s) {
+    cuda_launch(k_mmvq_prep, dim3((unsigned)((in / 256 + 7) / 8), (unsigned)T), 256, 0, s, x, nw, eps, in, T, buf);
 }
 
 /* One 16-row tile's raw bytes of one super-block for MMA lane (g, t): rows
@@ -403,7 +419,7 @@ static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStr
  * stream serialization (sm_90+), so it starts while the prep runs; the prep
  * itself always waits for its predecessor. */
 static inline cudaError_t mmvq_launch(const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl) {
-    cuda_launch(k_mmvq_prep, (unsigned)a.T, 256, 0, s, a.x, a.nw, a.eps, a.in, a.T, buf);
+    mmvq_prep_launch(a.x, a.nw, a.eps, a.in, a.T, buf, s);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     const int ks = mmv_ks((int)(a.in / 256));
