@@ -444,7 +444,7 @@ int main(int argc, char **argv) {
         auto prodpair = [&](int i, cudaStream_t st) {
             mmv_args b = ka;
             b.W[0] = cw[i], b.y[0] = dy;
-            CK(mmvq_launch(b, pbuf, st, true));
+            CK(mmvq_launch(MEMRA_TYPE_Q4_K, b, pbuf, st, true));
         };
         for (int tl = 1; tl <= 3; tl++) { /* 3: production's pair */
             CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));

@@ -90,6 +90,22 @@ static int mmv6_use(uint32_t type, int64_t in) {
     return env_on("MEMRA_MMV", &on) && env_on("MEMRA_MMV6", &on6) && mmv6_type_ok(type, in);
 }
 
+/* Q8_0 rows on mmvq.cuh's int8 pipeline at T < 16 (path 4). NOT YET RUN ON
+ * A GPU (written after the last device call of its session), so it stays
+ * off unless MEMRA_MMVQ8=1: the next device session runs `memra gate
+ * kernels` and the 9b q8_0 bench with the switch, then makes it the
+ * default. Rows whose planes do not fit the backend's buffer keep
+ * k_matvec_multi. */
+static int mmvq8_use(uint32_t type, int64_t in, int64_t T) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("MEMRA_MMVQ8");
+        on = e && strcmp(e, "1") == 0;
+    }
+    return on && type == MEMRA_TYPE_Q8_0 && in % 256 == 0 && T > 0 && T < MM_TC_MIN_T &&
+           mmvq_buf_bytes((int)T, (int)(in / 256)) <= MQ_BUF_BYTES;
+}
+
 /* The tensor-core matvec path of a T >= 16 matmul: 1 = mmvg.cuh's Q4_K
  * kernel (k_mmv's arithmetic), 3 = its Q6_K kernel (mmv6's: the same bits
  * as the T < 16 matvec), 0 = the GEMM. Q4_K weights that the wgmma GEMM
@@ -107,8 +123,9 @@ static int mmvg_path(memra_backend *be, uint32_t type, int64_t in, int64_t n_out
     return mmv_use(type, in) ? 1 : mmv6_use(type, in) ? 3 : 0;
 }
 
-/* A tensor-core matvec launch (path 1: mmv.cuh, Q4_K; path 3: mmv6.cuh,
- * Q6_K) of the n weights in a, with the input norm when given. */
+/* A tensor-core matvec launch (path 1: mmv.cuh / mmvq.cuh, Q4_K; path 3:
+ * mmv6.cuh, Q6_K; path 4: mmvq.cuh, Q8_0, T < 16) of the n weights in a,
+ * with the input norm when given. */
 static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm) {
     if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
     if (a->T >= MM_TC_MIN_T) {
@@ -123,9 +140,13 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
         return CUDA_LAUNCHED(be, "matmul: mmv6");
     }
     mmv_blocks(a, n);
+    if (path == 4)
+        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q8_0, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
+                          "matmul: mmvq q8_0");
     static int q_on = -1;
     if (env_on("MEMRA_MMVQ", &q_on) && mmvq_buf_bytes(a->T, (int)(a->in / 256)) <= MQ_BUF_BYTES)
-        return cuda_check(be, mmvq_launch(*a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90), "matmul: mmvq");
+        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q4_K, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
+                          "matmul: mmvq");
     mmv_launch(*a, cuda_of(be)->stream);
     return CUDA_LAUNCHED(be, "matmul: mmv");
 }
@@ -137,12 +158,13 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     int64_t in = w->ne[0], n_out = w->ne[1];
     size_t rb = w->row_bytes;
     if (T >= MM_TC_MIN_T && !mmvg_path(be, w->type, in, n_out)) return cuda_gemm_tc(be, w, x, y, T, accumulate);
-    if (mmv_use(w->type, in) || mmv6_use(w->type, in)) {
+    const int path = mmv_use(w->type, in) ? 1 : mmvq8_use(w->type, in, T) ? 4 : mmv6_use(w->type, in) ? 3 : 0;
+    if (path) {
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
         a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate;
-        return tc_run(be, mmv_use(w->type, in) ? 1 : 3, &a, 1, NULL);
+        return tc_run(be, path, &a, 1, NULL);
     }
     mv_multi_args a = {};
     a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
@@ -168,7 +190,7 @@ static memra_status norm_check(memra_backend *be, const memra_norm *norm, int64_
  * small, thousands per matvec) every warp re-read the whole x row, and 9b
  * Q8_0 decode fell from 248 to 187 tok/s on the H200; it takes the rmsnorm
  * op into the workspace instead (bench/results/2026-12-03-h200.md). */
-static int path_takes_norm(int path) { return path == 1 || path == 3; }
+static int path_takes_norm(int path) { return path == 1 || path == 3 || path == 4; }
 
 /* Bytes of T rows of n floats in the workspace, rounded to 256. */
 static size_t ws_rows_bytes(int64_t T, int64_t n) { return ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255; }
@@ -198,13 +220,16 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
             st = CUDA_INVALID(be, "matmul_multi: a norm needs one row length (%lld, %lld)", (long long)w[0]->ne[0],
                               (long long)w[i]->ne[0]);
         if (st) return st;
-        /* 1: tensor-core matvec (Q4_K), 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul alone */
+        /* 1: tensor-core matvec (Q4_K), 4: (Q8_0, MEMRA_MMVQ8=1), 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul alone */
         if (T >= MM_TC_MIN_T) /* mmvg (path 1, 3) or the GEMM alone */
             fused[i] = w[i]->ne[0] == w[0]->ne[0] ? mmvg_path(be, w[i]->type, w[i]->ne[0], w[i]->ne[1]) : 0;
-        else
-            fused[i] = T > 0 && w[i]->ne[0] == w[0]->ne[0]
-                           ? (mmv_use(w[i]->type, w[i]->ne[0]) ? 1 : mmv6_use(w[i]->type, w[i]->ne[0]) ? 3 : 2)
-                           : 0;
+        else if (T > 0 && w[i]->ne[0] == w[0]->ne[0]) {
+            const uint32_t ty = w[i]->type;
+            const int64_t n_in = w[i]->ne[0];
+            fused[i] = mmv_use(ty, n_in) ? 1 : mmvq8_use(ty, n_in, T) ? 4 : mmv6_use(ty, n_in) ? 3 : 2;
+        } else {
+            fused[i] = 0;
+        }
     }
     memra_status nst = norm_check(be, norm, w[0]->ne[0]);
     if (nst || T == 0) return nst;
@@ -266,13 +291,15 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
     size_t part = ws_rows_bytes(T, n);
-    if (gate->type == up->type && (T < MM_TC_MIN_T ? mmv_use(gate->type, in) : mmvg_path(be, gate->type, in, n) == 1)) {
+    const int q8 = gate->type == up->type && mmvq8_use(gate->type, in, T);
+    if (gate->type == up->type &&
+        (T < MM_TC_MIN_T ? mmv_use(gate->type, in) || q8 : mmvg_path(be, gate->type, in, n) == 1)) {
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
         a.n_out[0] = a.n_out[1] = n, a.y[0] = out;
         a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1;
-        return tc_run(be, 1, &a, 1, norm);
+        return tc_run(be, q8 ? 4 : 1, &a, 1, norm);
     }
     float *xn = NULL;
     if (norm) { /* the other paths: the xn rows first in the workspace, then room for the g and u rows */

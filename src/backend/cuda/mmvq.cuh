@@ -33,11 +33,17 @@
  * row the same bits. Error: ~2.5e-6 of max|y| (k_mmv: 5e-7), within the
  * gate's 1e-5. A NaN or Inf among a super-block's x makes its 2^-e NaN.
  *
+ * Q8_0 rows (mmvq_raw8, mmvq_sb8: the int8 weights themselves as A) use the
+ * same prep and epilogue; that path has not run on a GPU yet and is off
+ * unless MEMRA_MMVQ8=1 (matmul.cu).
+ *
  * Contract: in % 256 == 0, rows 16-byte aligned (144-byte blocks), x and
  * the norm weight 16-byte aligned, T in 1..15, mmvq_buf_bytes(T, in / 256)
  * <= MQ_BUF_BYTES (the backend's buffer, cuda_impl.mq). */
 #ifndef MEMRA_CUDA_MMVQ_CUH
 #define MEMRA_CUDA_MMVQ_CUH
+
+#include <type_traits>
 
 #include "backend/cuda/mmv.cuh"
 
@@ -289,6 +295,95 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
     }
 }
 
+/* Q8_0 (NOT YET RUN ON A GPU: behind MEMRA_MMVQ8=1, see matmul.cu). The
+ * same planes and epilogue; A = the int8 weights themselves (mma.sync
+ * m16n8k32 s8 x s8), one MMA per 32-weight block and token pair, and the
+ * block's fp16 scale applied in fp32 per block: acc_n = fma((float)C_n,
+ * d 2^-e, acc_n) (C_n < 2^20: exact in fp32), blocks in order.
+ *
+ * A row's super-block is 8 blocks of 34 bytes (272, 16-byte aligned when
+ * in % 256 == 0). Lane (g, t) takes qs bytes 8 t .. 8 t + 7 of each block
+ * (the planes' element order): at an odd block they are 4-byte aligned;
+ * at an even one they start 2 bytes past a word, so three words and two
+ * funnel shifts. */
+struct mmvq_raw8 {
+    uint32_t q[2][8][2]; /* [row g, g + 8][block][bytes 0-3, 4-7 of the lane's 8] */
+    uint32_t d[2][4];    /* the blocks' fp16 scales, two per word */
+    __device__ __forceinline__ void load(const uint8_t *r0, const uint8_t *r1, int sb, int t) {
+        const uint8_t *b[2] = {r0 + (int64_t)sb * 272, r1 + (int64_t)sb * 272};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            uint32_t dh[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const uint8_t *blk = b[r] + 34 * j;
+                if (j % 2 == 0) { /* blk 4-byte aligned: d in the low half of its first word */
+                    const uint32_t *w = (const uint32_t *)(blk + 8 * t);
+                    const uint32_t u0 = __ldg(w), u1 = __ldg(w + 1), u2 = __ldg(w + 2);
+                    q[r][j][0] = __funnelshift_r(u0, u1, 16), q[r][j][1] = __funnelshift_r(u1, u2, 16);
+                    dh[j] = __ldg((const uint32_t *)blk) & 0xFFFFu;
+                } else { /* blk 2 past a word: qs aligned, d in the high half of the word before */
+                    const uint32_t *w = (const uint32_t *)(blk + 2 + 8 * t);
+                    q[r][j][0] = __ldg(w), q[r][j][1] = __ldg(w + 1);
+                    dh[j] = __ldg((const uint32_t *)(blk - 2)) >> 16;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) d[r][i] = dh[2 * i] | (dh[2 * i + 1] << 16);
+        }
+    }
+};
+
+__device__ __forceinline__ void mmvq_imma8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                           uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* mmvq_sb for Q8_0 rows (acc as there) */
+template <int NP, class SRC>
+__device__ __forceinline__ void mmvq_sb8(const mmvq_raw8 *w, float (*acc)[NP][4], const SRC &src, int T, int g,
+                                         int t) {
+    const uint4 *bp[NP];
+    float sx[NP][2];
+#pragma unroll
+    for (int p = 0; p < NP; p++) {
+        const int tok = 2 * p + (g >= 3);
+        bp[p] = g < 6 && tok < T ? src.limbs(tok, g % 3, t) : nullptr;
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int n = 2 * t + e, tk = 2 * p + n / 3;
+            sx[p][e] = n < 6 && tk < T ? src.sx(tk) : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint4 bb[NP];
+#pragma unroll
+        for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int tl = 0; tl < 2; tl++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) { /* block 2 k + h */
+                const int j = 2 * k + h;
+                float d[2];
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    d[r] = __half2float(__ushort_as_half((unsigned short)(w[tl].d[r][j >> 1] >> (16 * (j & 1)))));
+#pragma unroll
+                for (int p = 0; p < NP; p++) {
+                    int c[4] = {0, 0, 0, 0};
+                    mmvq_imma8(c, w[tl].q[0][j][0], w[tl].q[1][j][0], w[tl].q[0][j][1], w[tl].q[1][j][1],
+                               h ? bb[p].z : bb[p].x, h ? bb[p].w : bb[p].y);
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[tl][p][i] = fmaf((float)c[i], __fmul_rn(d[i >> 1], sx[p][i & 1]), acc[tl][p][i]);
+                }
+            }
+    }
+}
+
 /* The block's two 16-row tiles (k_mmv's mapping: block b of weight wi
  * owns rows 32 (b - blk0[wi]) .. + 31, or for swiglu rows 16 (b - blk0[0])
  * .. + 15 of gate (tile 0) and up (tile 1)): lane group g's rows g, g + 8 of
@@ -368,8 +463,10 @@ __device__ __forceinline__ void mmvq_finish(const float (*acc)[NP][4], float *pa
  * prep applied the norm). The block and row mapping of k_mmv. */
 static inline size_t mmvq_smem_bytes(int np, int ks) { return (size_t)ks * 2 * np * 16 * 8 * sizeof(float); }
 
-template <int NP>
+template <int TYPE, int NP>
 __global__ void __launch_bounds__(32 * MMV_KS_MAX, NP == 1 ? 2 : 1) k_mmvq(mmv_args a, const uint8_t *__restrict__ buf) {
+    constexpr bool Q8 = TYPE == MEMRA_TYPE_Q8_0;
+    using raw = typename std::conditional<Q8, mmvq_raw8, mmvq_raw>::type;
     extern __shared__ __align__(16) float mq_part[]; /* [ks][2][NP][16][8] */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
@@ -379,7 +476,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NP == 1 ? 2 : 1) k_mmvq(mmv_a
     const int nsb = (int)(a.in / 256);
     const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
     /* the first super-block's weights before the wait for the prep */
-    mmvq_raw cur[2];
+    raw cur[2];
     if (sb0 < sb1)
 #pragma unroll
         for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb0, t);
@@ -396,14 +493,18 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NP == 1 ? 2 : 1) k_mmvq(mmv_a
         if (sb > sb0)
 #pragma unroll
             for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, t);
-        mmvq_sb<NP>(cur, acc, mmvq_gsrc{planes, S, sinv, (size_t)nsb, (size_t)sb}, a.T, g, t);
+        const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
+        if constexpr (Q8)
+            mmvq_sb8<NP>(cur, acc, src, a.T, g, t);
+        else
+            mmvq_sb<NP>(cur, acc, src, a.T, g, t);
     }
     mmvq_finish<NP>(acc, mq_part, a, wi, rbase, nrow, nullptr);
 }
 
-template <int NP>
+template <int TYPE, int NP>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
-    cudaError_t e = cuda_smem_limit<k_mmvq<NP>>((int)mmvq_smem_bytes(NP, MMV_KS_MAX));
+    cudaError_t e = cuda_smem_limit<k_mmvq<TYPE, NP>>((int)mmvq_smem_bytes(NP, MMV_KS_MAX));
     if (e != cudaSuccess) return e;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -411,22 +512,28 @@ static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStr
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = (unsigned)a.blk0[4], cfg.blockDim = 32u * (unsigned)ks, cfg.dynamicSmemBytes = mmvq_smem_bytes(NP, ks);
     cfg.stream = s, cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k_mmvq<NP>, a, buf);
+    return cudaLaunchKernelEx(&cfg, k_mmvq<TYPE, NP>, a, buf);
 }
 
-/* The prep and the matvec of a T < 16 launch (blk0 from mmv_blocks); buf
- * is the backend's mq buffer. pdl: the matvec launches with programmatic
- * stream serialization (sm_90+), so it starts while the prep runs; the prep
- * itself always waits for its predecessor. */
-static inline cudaError_t mmvq_launch(const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl) {
+/* The prep and the matvec of a T < 16 launch of `type` rows (Q4_K, or Q8_0)
+ * (blk0 from mmv_blocks); buf is the backend's mq buffer. pdl: the matvec
+ * launches with programmatic stream serialization (sm_90+), so it starts
+ * while the prep runs; the prep itself always waits for its predecessor. */
+template <int TYPE>
+static inline cudaError_t mmvq_launch_t(const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl) {
+    const int ks = mmv_ks((int)(a.in / 256));
+    if (a.T <= 2) return mmvq_launch_np<TYPE, 1>(a, buf, s, ks, pdl);
+    if (a.T <= 4) return mmvq_launch_np<TYPE, 2>(a, buf, s, ks, pdl);
+    if (a.T <= 8) return mmvq_launch_np<TYPE, 4>(a, buf, s, ks, pdl);
+    return mmvq_launch_np<TYPE, 8>(a, buf, s, ks, pdl);
+}
+
+static inline cudaError_t mmvq_launch(uint32_t type, const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl) {
     mmvq_prep_launch(a.x, a.nw, a.eps, a.in, a.T, buf, s);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    const int ks = mmv_ks((int)(a.in / 256));
-    if (a.T <= 2) return mmvq_launch_np<1>(a, buf, s, ks, pdl);
-    if (a.T <= 4) return mmvq_launch_np<2>(a, buf, s, ks, pdl);
-    if (a.T <= 8) return mmvq_launch_np<4>(a, buf, s, ks, pdl);
-    return mmvq_launch_np<8>(a, buf, s, ks, pdl);
+    return type == MEMRA_TYPE_Q8_0 ? mmvq_launch_t<MEMRA_TYPE_Q8_0>(a, buf, s, pdl)
+                                   : mmvq_launch_t<MEMRA_TYPE_Q4_K>(a, buf, s, pdl);
 }
 
 #endif
