@@ -6,11 +6,11 @@
  *  - k_mmvq_prep (a block per 8 super-blocks of a token) converts x, with
  *    the layer's input norm when there is one (x * inv * w, rmsnorm's
  *    formula; inv from the row's sum of squares in a fixed order), into
- *    limb planes: per
- *    (token, super-block) X = rint(v 2^e) with max|X| in [2^20, 2^21) (22
- *    bits), split into three signed 8-bit limbs X = 2^16 l0 + 2^8 l1 + l2,
- *    in the order of the MMA's B fragments, plus the sub-block sums S_j of X
- *    and 2^-e. It lets the matvec launch at once (PDL).
+ *    limb planes: per (token, super-block) X = rint(v 2^e) with max|X| in
+ *    [2^20, 2^21) (22 bits), split into three signed 8-bit limbs X = 2^16
+ *    l0 + 2^8 l1 + l2, in the order of the MMA's B fragments, plus the
+ *    sub-block sums S_j of X and 2^-e. It lets the matvec launch at once
+ *    (PDL).
  *  - k_mmvq multiplies the raw Q4_K nibbles (A, u8) by the limbs (B, s8)
  *    with mma.sync m16n8k32 -> s32: exact integer sums; the 6-bit sub-scale
  *    by an integer multiply-add; per super-block, in fp32, acc_n = fma(d
@@ -25,7 +25,7 @@
  * inside every block costs what the integer core saves (the drop-in version,
  * bench/kernels/mmvq_inkernel.cuh, was 3-10% slower in the model); once per
  * token, the pair captured in a graph took 18-29% less time per matvec than
- * k_mmv with the norm fused (H200, run 8 of that file).
+ * k_mmv with the norm fused (H200, run 8 of the results file above).
  *
  * Bits: a row's value depends only on the row length (the K split, mmv_ks)
  * and its token's own x and norm: never on T, the token's pair, the grid or
@@ -37,7 +37,8 @@
  * same prep and epilogue; that path has not run on a GPU yet and is off
  * unless MEMRA_MMVQ8=1 (matmul.cu).
  *
- * Contract: in % 256 == 0, rows 16-byte aligned (144-byte blocks), x and
+ * Contract: in % 256 == 0, rows 16-byte aligned (so are Q4_K's 144-byte
+ * blocks and Q8_0's 272-byte super-blocks), x and
  * the norm weight 16-byte aligned, T in 1..15, mmvq_buf_bytes(T, in / 256)
  * <= MQ_BUF_BYTES (the backend's buffer, cuda_impl.mq). */
 #ifndef MEMRA_CUDA_MMVQ_CUH
