@@ -894,21 +894,34 @@ static memra_status tc_scale_reserve(memra_backend *be, int64_t T) {
     return MEMRA_OK;
 }
 
-/* The Q8_0 path (k_gemm_xsplit + k_gemm_q8): the split activations in the
- * backend's second workspace (xs), 4 bytes per element. */
+/* The exact-weight paths' first step: T rows of x split by k_gemm_xsplit
+ * into the backend's second workspace (xs, 4 bytes per element; the token
+ * scales in tc_scale), with `after` more bytes reserved from the 16-byte
+ * aligned end of the split rows (*after_off). */
+static memra_status gemm_xsplit_run(memra_backend *be, const float *x, int64_t in, int64_t T, size_t after,
+                                    size_t *after_off) {
+    cuda_impl *c = cuda_of(be);
+    const size_t off = ((size_t)T * (size_t)in * 2 * sizeof(__half) + 15) & ~(size_t)15;
+    memra_status st = tc_scale_reserve(be, T);
+    if (!st) st = cuda_xs_reserve(be, off + after);
+    if (st) return st;
+    if (after_off) *after_off = off;
+    cuda_launch(k_gemm_xsplit, (unsigned)T, 256, 0, c->stream, x, in, T, c->tc_scale, (__half *)c->xs);
+    return MEMRA_OK;
+}
+
+/* The Q8_0 path (k_gemm_xsplit + k_gemm_q8). */
 static memra_status gemm_q8_run(memra_backend *be, const uint8_t *W, size_t rb, int64_t in, int64_t n_out,
                                 const float *x, float *y, int64_t T, int accumulate) {
     cuda_impl *c = cuda_of(be);
-    memra_status st = tc_scale_reserve(be, T);
-    if (!st) st = cuda_xs_reserve(be, (size_t)T * (size_t)in * 2 * sizeof(__half));
+    memra_status st = gemm_xsplit_run(be, x, in, T, 0, NULL);
     if (st) return st;
-    __half *xp = (__half *)c->xs;
-    cuda_launch(k_gemm_xsplit, (unsigned)T, 256, 0, c->stream, x, in, T, c->tc_scale, xp);
+    const __half *xp = (const __half *)c->xs;
     const int smem = 2 * GQ_STAGE_BYTES;
     if ((st = cuda_check(be, cuda_smem_limit<k_gemm_q8>(smem), "gemm q8_0: shared memory"))) return st;
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    cuda_launch(k_gemm_q8, grid, 256, smem, c->stream, W, rb, in, n_out, (const __half *)xp,
-                (const float *)c->tc_scale, y, T, accumulate);
+    cuda_launch(k_gemm_q8, grid, 256, smem, c->stream, W, rb, in, n_out, xp, (const float *)c->tc_scale, y, T,
+                accumulate);
     return CUDA_LAUNCHED(be, "gemm q8_0");
 }
 
@@ -922,13 +935,11 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     constexpr bool q4k = TYPE == MEMRA_TYPE_Q4_K;
     cuda_impl *c = cuda_of(be);
     const int64_t Tp = (T + GM - 1) / GM * GM;
-    const size_t xp_bytes = (size_t)T * (size_t)in * 2 * sizeof(__half), sum_off = (xp_bytes + 15) & ~(size_t)15;
-    memra_status st = tc_scale_reserve(be, T);
-    if (!st) st = cuda_xs_reserve(be, q4k ? sum_off + (size_t)Tp * (size_t)(in / 32) * sizeof(float) : xp_bytes);
+    size_t sum_off = 0;
+    memra_status st = gemm_xsplit_run(be, x, in, T, q4k ? (size_t)Tp * (size_t)(in / 32) * sizeof(float) : 0, &sum_off);
     if (st) return st;
-    __half *xp = (__half *)c->xs;
+    const __half *xp = (const __half *)c->xs;
     float *xsum = q4k ? (float *)((uint8_t *)c->xs + sum_off) : NULL;
-    cuda_launch(k_gemm_xsplit, (unsigned)T, 256, 0, c->stream, x, in, T, c->tc_scale, xp);
     if (q4k) cuda_launch(k_gemm_xsum, (unsigned)Tp, 256, 0, c->stream, xp, in, T, Tp, xsum);
     if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE>>(WG_SMEM), "gemm wg: shared memory"))) return st;
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));

@@ -102,8 +102,13 @@ static int mmvq8_use(uint32_t type, int64_t in, int64_t T) {
         const char *e = getenv("MEMRA_MMVQ8");
         on = e && strcmp(e, "1") == 0;
     }
-    return on && type == MEMRA_TYPE_Q8_0 && in % 256 == 0 && T > 0 && T < MM_TC_MIN_T &&
-           mmvq_buf_bytes((int)T, (int)(in / 256)) <= MQ_BUF_BYTES;
+    return on && type == MEMRA_TYPE_Q8_0 && in % 256 == 0 && T > 0 && T < MM_TC_MIN_T && mmvq_fits(T, in);
+}
+
+/* The tensor-core matvec path of a T < 16 matmul: 1 (Q4_K), 4 (Q8_0 under
+ * MEMRA_MMVQ8=1), 3 (Q6_K), 0 = none (k_matvec_multi). */
+static int mv_path(uint32_t type, int64_t in, int64_t T) {
+    return mmv_use(type, in) ? 1 : mmvq8_use(type, in, T) ? 4 : mmv6_use(type, in) ? 3 : 0;
 }
 
 /* The tensor-core matvec path of a T >= 16 matmul: 1 = mmvg.cuh's Q4_K
@@ -144,7 +149,7 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
         return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q8_0, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
                           "matmul: mmvq q8_0");
     static int q_on = -1;
-    if (env_on("MEMRA_MMVQ", &q_on) && mmvq_buf_bytes(a->T, (int)(a->in / 256)) <= MQ_BUF_BYTES)
+    if (env_on("MEMRA_MMVQ", &q_on) && mmvq_fits(a->T, a->in))
         return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q4_K, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
                           "matmul: mmvq");
     mmv_launch(*a, cuda_of(be)->stream);
@@ -158,7 +163,7 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     int64_t in = w->ne[0], n_out = w->ne[1];
     size_t rb = w->row_bytes;
     if (T >= MM_TC_MIN_T && !mmvg_path(be, w->type, in, n_out)) return cuda_gemm_tc(be, w, x, y, T, accumulate);
-    const int path = mmv_use(w->type, in) ? 1 : mmvq8_use(w->type, in, T) ? 4 : mmv6_use(w->type, in) ? 3 : 0;
+    const int path = mv_path(w->type, in, T);
     if (path) {
         mmv_args a = {};
         a.x = x;
@@ -224,9 +229,8 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
         if (T >= MM_TC_MIN_T) /* mmvg (path 1, 3) or the GEMM alone */
             fused[i] = w[i]->ne[0] == w[0]->ne[0] ? mmvg_path(be, w[i]->type, w[i]->ne[0], w[i]->ne[1]) : 0;
         else if (T > 0 && w[i]->ne[0] == w[0]->ne[0]) {
-            const uint32_t ty = w[i]->type;
-            const int64_t n_in = w[i]->ne[0];
-            fused[i] = mmv_use(ty, n_in) ? 1 : mmvq8_use(ty, n_in, T) ? 4 : mmv6_use(ty, n_in) ? 3 : 2;
+            const int path = mv_path(w[i]->type, w[i]->ne[0], T);
+            fused[i] = path ? path : 2;
         } else {
             fused[i] = 0;
         }
@@ -291,15 +295,17 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
     size_t part = ws_rows_bytes(T, n);
-    const int q8 = gate->type == up->type && mmvq8_use(gate->type, in, T);
-    if (gate->type == up->type &&
-        (T < MM_TC_MIN_T ? mmv_use(gate->type, in) || q8 : mmvg_path(be, gate->type, in, n) == 1)) {
+    /* the one-launch swiglu of the Q4_K paths (1) and Q8_0's (4, T < 16) */
+    const int path = gate->type != up->type  ? 0
+                     : T < MM_TC_MIN_T       ? mv_path(gate->type, in, T)
+                     : mmvg_path(be, gate->type, in, n);
+    if (path == 1 || path == 4) {
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
         a.n_out[0] = a.n_out[1] = n, a.y[0] = out;
         a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1;
-        return tc_run(be, q8 ? 4 : 1, &a, 1, norm);
+        return tc_run(be, path, &a, 1, norm);
     }
     float *xn = NULL;
     if (norm) { /* the other paths: the xn rows first in the workspace, then room for the g and u rows */

@@ -55,6 +55,10 @@
  * then S [T][nsb][8] and 2^-e [T][nsb] as floats. */
 static inline size_t mmvq_buf_bytes(int T, int nsb) { return (size_t)T * nsb * (MQ_SB_B + 9 * sizeof(float)); }
 
+/* Whether a T-token matmul of rows of `in` (a multiple of 256) fits the
+ * backend's buffer (else the caller keeps its other path). */
+static inline bool mmvq_fits(int64_t T, int64_t in) { return mmvq_buf_bytes((int)T, (int)(in / 256)) <= MQ_BUF_BYTES; }
+
 __device__ __forceinline__ void mmvq_imma(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                           uint32_t b1) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -198,6 +202,24 @@ struct mmvq_gsrc {
     __device__ __forceinline__ float s(int tok, int j) const { return __ldg(S + (tok * nsb + sb) * 8 + j); }
 };
 
+/* Lane (g, t)'s B column of each token pair p: token 2 p + g / 3, limb
+ * g % 3 (g < 6; else nullptr), and 2^-e of its C columns 2 t, 2 t + 1 (0
+ * for the unused ones): what mmvq_sb and mmvq_sb8 read of src. */
+template <int NP, class SRC>
+__device__ __forceinline__ void mmvq_cols(const SRC &src, int T, int g, int t, const uint4 *(&bp)[NP],
+                                          float (&sx)[NP][2]) {
+#pragma unroll
+    for (int p = 0; p < NP; p++) {
+        const int tok = 2 * p + (g >= 3);
+        bp[p] = g < 6 && tok < T ? src.limbs(tok, g % 3, t) : nullptr;
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int n = 2 * t + e, tk = 2 * p + n / 3;
+            sx[p][e] = n < 6 && tk < T ? src.sx(tk) : 0.0f;
+        }
+    }
+}
+
 /* The MMAs and the fp32 update of one super-block (activations from src)
  * for the warp's two tiles w[0], w[1] and token pairs 0..NP-1.
  * acc[tl][p][2 r + e]: tile tl's row g + 8 r, column 2 t + e of pair p. */
@@ -212,13 +234,9 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
             scw[tl][r][0] = h.y & 0x3F3F3F3Fu;
             scw[tl][r][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
         }
-    /* this lane's B column: token 2 p + g / 3, limb g % 3 (g < 6) */
     const uint4 *bp[NP];
-#pragma unroll
-    for (int p = 0; p < NP; p++) {
-        const int tok = 2 * p + (g >= 3);
-        bp[p] = g < 6 && tok < T ? src.limbs(tok, g % 3, t) : nullptr;
-    }
+    float sx[NP][2];
+    mmvq_cols<NP>(src, T, g, t, bp, sx);
     int A[2][NP][4];
 #pragma unroll
     for (int tl = 0; tl < 2; tl++)
@@ -256,13 +274,6 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
     }
 #pragma unroll
     for (int p = 0; p < NP; p++) {
-        /* 2^-e of the columns 2 t, 2 t + 1 (0 for the unused ones) */
-        float sx[2];
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int n = 2 * t + e, tok = 2 * p + n / 3;
-            sx[e] = n < 6 && tok < T ? src.sx(tok) : 0.0f;
-        }
         /* the limb-0 columns: t = 0, e = 0 (token 2 p) and t = 1, e = 1 (token 2 p + 1) */
         const int tm = 2 * p + t;
         const bool has_m = t < 2 && tm < T;
@@ -277,7 +288,8 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
                 const float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xFFFF)));
 #pragma unroll
                 for (int e = 0; e < 2; e++)
-                    acc[tl][p][2 * r + e] = fmaf(__fmul_rn(d, sx[e]), (float)A[tl][p][2 * r + e], acc[tl][p][2 * r + e]);
+                    acc[tl][p][2 * r + e] =
+                        fmaf(__fmul_rn(d, sx[p][e]), (float)A[tl][p][2 * r + e], acc[tl][p][2 * r + e]);
                 if (has_m) {
                     const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
                     const uint32_t mw0 = h.z & 0x3F3F3F3Fu;
@@ -290,7 +302,7 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
                     for (int e = 0; e < 2; e++)
                         if (e == t)
                             acc[tl][p][2 * r + e] =
-                                fmaf(-__fmul_rn(__fmul_rn(dmin, sx[e]), 1.0f / 65536.0f), M, acc[tl][p][2 * r + e]);
+                                fmaf(-__fmul_rn(__fmul_rn(dmin, sx[p][e]), 1.0f / 65536.0f), M, acc[tl][p][2 * r + e]);
                 }
             }
     }
@@ -348,16 +360,7 @@ __device__ __forceinline__ void mmvq_sb8(const mmvq_raw8 *w, float (*acc)[NP][4]
                                          int t) {
     const uint4 *bp[NP];
     float sx[NP][2];
-#pragma unroll
-    for (int p = 0; p < NP; p++) {
-        const int tok = 2 * p + (g >= 3);
-        bp[p] = g < 6 && tok < T ? src.limbs(tok, g % 3, t) : nullptr;
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int n = 2 * t + e, tk = 2 * p + n / 3;
-            sx[p][e] = n < 6 && tk < T ? src.sx(tk) : 0.0f;
-        }
-    }
+    mmvq_cols<NP>(src, T, g, t, bp, sx);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         uint4 bb[NP];
