@@ -50,6 +50,158 @@ __global__ void __launch_bounds__(256) k_read(const uint4 *__restrict__ w, size_
     if ((threadIdx.x & 31) == 0) atomicXor(out + blockIdx.x, acc);
 }
 
+/* The Q4_K decode matvec's access pattern without its arithmetic: k_mmvq's
+ * grid, blocks, K split and loads (per super-block, lane (g, t) of each
+ * 16-row tile reads rows g, g + 8: the 16-byte head and qs bytes 32 p + 8 t
+ * .. + 7, p < 4), xored into one word. TL tiles per warp (production: 2).
+ * LIN: the same bytes per warp, but as if the file stored each tile's
+ * super-block as one 2,304-byte run (16 rows x 144): 16-byte words, lane
+ * after lane. If the pattern alone is far below k_read, the layout (not the
+ * arithmetic) is what holds the matvecs at ~50% of copy. */
+template <int TL, bool LIN>
+__global__ void __launch_bounds__(256) k_pat(const uint8_t *__restrict__ w, int64_t in, int64_t n_out,
+                                            uint32_t *__restrict__ out) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
+    const int nsb = (int)(in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    const size_t rb = (size_t)nsb * 144;
+    uint32_t acc = 0;
+#pragma unroll 1
+    for (int sb = sb0; sb < sb1; sb++) {
+#pragma unroll
+        for (int tl = 0; tl < TL; tl++) {
+            const int64_t tile = (int64_t)blockIdx.x * TL + tl;
+            if (LIN) {
+                const uint4 *p = (const uint4 *)(w + ((size_t)tile * nsb + sb) * 2304);
+                uint4 v[5];
+#pragma unroll
+                for (int i = 0; i < 5; i++) v[i] = i < 4 || lane < 16 ? __ldg(p + 32 * i + lane) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int i = 0; i < 5; i++) acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+            } else {
+                uint4 h[2];
+                uint2 q[2][4];
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const uint8_t *b = w + (size_t)(16 * tile + g + 8 * r) * rb + (size_t)sb * 144;
+                    h[r] = __ldg((const uint4 *)b);
+#pragma unroll
+                    for (int k = 0; k < 4; k++) q[r][k] = __ldg((const uint2 *)(b + 16 + 32 * k + 8 * t));
+                }
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    acc ^= h[r].x ^ h[r].y ^ h[r].z ^ h[r].w;
+#pragma unroll
+                    for (int k = 0; k < 4; k++) acc ^= q[r][k].x ^ q[r][k].y;
+                }
+            }
+        }
+    }
+    acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
+    if (lane == 0) atomicXor(out + (blockIdx.x & 4095), acc);
+}
+
+/* Row runs: the warp's K range of each of its 16 rows is one contiguous
+ * run (nsb / ks super-blocks x 144 bytes); RUN = 0: read by the lanes as
+ * 16-byte words, run after run (registers); RUN = 1: one bulk copy per row
+ * into shared memory (lane r < 16 issues row r's, completion on one
+ * mbarrier), then read back. The file's layout, contiguous requests. */
+template <int RUN>
+__global__ void __launch_bounds__(256) k_run(const uint8_t *__restrict__ w, int64_t in, int64_t n_out,
+                                            uint32_t *__restrict__ out) {
+    extern __shared__ __align__(128) uint8_t run_sh[];
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
+    const int nsb = (int)(in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    const size_t rb = (size_t)nsb * 144;
+    const int runb = (sb1 - sb0) * 144, n16 = runb / 16 * 16; /* n16: 16-byte words of the tile's 16 runs */
+    const uint8_t *base = w + (size_t)blockIdx.x * 16 * rb + (size_t)sb0 * 144;
+    uint32_t acc = 0;
+    if (RUN == 0) {
+#pragma unroll 4
+        for (int i = lane; i < n16; i += 32) {
+            const int r = i / (runb / 16), o = i % (runb / 16);
+            const uint4 v = __ldg((const uint4 *)(base + (size_t)r * rb) + o);
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+    } else {
+        uint8_t *dst = run_sh + (size_t)wp * (16 * 9 * 144 + 16);
+        uint64_t *bar = (uint64_t *)(dst + 16 * 9 * 144);
+        const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
+        if (lane == 0) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __syncwarp();
+        if (lane == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(16 * runb) : "memory");
+        __syncwarp();
+        if (lane < 16) {
+            const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst + lane * runb);
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
+                         "l"(base + (size_t)lane * rb), "r"(runb), "r"(b)
+                         : "memory");
+        }
+        asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra W;\n}" ::"r"(b)
+                     : "memory");
+        for (int i = lane; i < n16; i += 32) {
+            const uint4 v = *(const uint4 *)(dst + 16 * i);
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+    }
+    acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
+    if (lane == 0) atomicXor(out + (blockIdx.x & 4095), acc);
+}
+
+#define MMV_KS_MAX_LAB 8 /* k_run is launch-bounded to 256 threads */
+
+static void pattern_table(double copy, uint32_t *out) {
+    static const int64_t shapes[][2] = {{4096, 12288}, {12288, 4096}, {5120, 17408}, {17408, 5120}};
+    printf("Q4_K matvec access pattern, no arithmetic (k_pat), 64 back to back in a graph, %% of copy:\n");
+    for (auto &sh : shapes) {
+        const int64_t in = sh[0], n_out = sh[1], nsb = in / 256;
+        const size_t bytes = (size_t)n_out * nsb * 144;
+        uint8_t *h = (uint8_t *)malloc(bytes);
+        for (size_t i = 0; i < bytes; i += 8) {
+            uint64_t r = rnd();
+            memcpy(h + i, &r, 8 <= bytes - i ? 8 : bytes - i);
+        }
+        const uint8_t *d0 = lab_dev(h, bytes);
+        free(h);
+        const uint8_t *cw[64];
+        const int ncw = lab_copies(d0, bytes, cw, 64);
+        int ks = (int)(nsb / 4);
+        ks = ks < 1 ? 1 : ks > 8 ? 8 : ks;
+        auto pct = [&](double us) { return 100.0 * bytes / (us * 1e-6) / 1e9 / copy; };
+        auto run = [&](auto kernel, int tl) {
+            const unsigned grid = (unsigned)(n_out / (16 * tl));
+            return lab_graph_us(
+                [&](int i, cudaStream_t s) { lab_launch(kernel, grid, 32 * ks, 0, s, false, cw[i], in, n_out, out); },
+                64, ncw);
+        };
+        const double p2 = run(k_pat<2, false>, 2), p1 = run(k_pat<1, false>, 1), l2 = run(k_pat<2, true>, 2),
+                     l1 = run(k_pat<1, true>, 1);
+        printf("  {%5lld, %5lld} %5.1f MB ks %d: rows TL2 %6.2f us %4.0f%%  TL1 %6.2f us %4.0f%%  |  tile runs TL2 %6.2f us "
+               "%4.0f%%  TL1 %6.2f us %4.0f%%\n",
+               (long long)in, (long long)n_out, bytes / 1e6, ks, p2, pct(p2), p1, pct(p1), l2, pct(l2), l1, pct(l1));
+        /* row runs, at the production K split and at twice it (more warps, shorter runs) */
+        for (int kk = ks; kk <= 2 * ks && kk <= MMV_KS_MAX_LAB; kk += ks) {
+            const size_t smem = (size_t)kk * (16 * 9 * 144 + 16);
+            if ((nsb + kk - 1) / kk > 9) continue;
+            cudaFuncSetAttribute(k_run<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+            auto rr = [&](auto kernel, size_t sm) {
+                return lab_graph_us(
+                    [&](int i, cudaStream_t st) {
+                        lab_launch(kernel, (unsigned)(n_out / 16), 32 * kk, sm, st, false, cw[i], in, n_out, out);
+                    },
+                    64, ncw);
+            };
+            const double r0 = rr(k_run<0>, 0), r1 = smem <= 200 * 1024 ? rr(k_run<1>, smem) : 0.0;
+            printf("      ks %2d: row runs, lanes %6.2f us %4.0f%%   bulk copies %6.2f us %4.0f%%\n", kk, r0, pct(r0), r1,
+                   r1 > 0 ? pct(r1) : 0.0);
+        }
+        for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
+        cudaFree((void *)d0);
+    }
+}
+
 int main(void) {
     const double copy = lab_init();
     int sms = 0;
@@ -63,6 +215,8 @@ int main(void) {
         const double gu = lab_graph_us([&](int, cudaStream_t s) { k_nop<<<sms, 256, 0, s>>>(out); }, 64, 1);
         printf("k_nop                      %7.2f us   in a graph %7.2f us\n", us, gu);
     }
+    pattern_table(copy, out);
+    if (getenv("PATTERN_ONLY")) return 0;
     static const double mb[] = {14, 28, 56, 112, 834};
     for (double m : mb) {
         const size_t bytes = (size_t)(m * 1e6) & ~(size_t)15, n16 = bytes / 16;
