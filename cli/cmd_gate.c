@@ -338,10 +338,12 @@ static int gate_matmul_shape(gate *g, const gate_model *m, const mm_shape *s, ui
         const char *note = "";
         const int tc = T >= GATE_TC_MIN_T;
         /* Q6_K rows of an even number of super-blocks: the CUDA prefill
-         * path is the matvec's arithmetic (mmvg), so its rows must equal
-         * T = 1's. (Q4_K's prefill path is the wgmma GEMM on sm_90a, whose
-         * bits are not the matvec's.) */
-        const int same = tc && type == MEMRA_TYPE_Q6_K && s->in % 512 == 0;
+         * path is the fp16 matvec's arithmetic (mmvg), so its rows must equal
+         * T = 1's, unless the int8 matvec takes T < 16 (MEMRA_MMVQ6=1).
+         * (Q4_K's prefill path is the wgmma GEMM on sm_90a, whose bits are
+         * not the matvec's.) */
+        const char *q6 = getenv("MEMRA_MMVQ6");
+        const int same = tc && type == MEMRA_TYPE_Q6_K && s->in % 512 == 0 && !(q6 && !strcmp(q6, "1"));
         if (T > 1) {
             int64_t rows[3] = {0, T / 2, T - 1};
             for (int k = 0; k < 3; k++) {
@@ -433,8 +435,11 @@ done:
 
 static void gate_matmul(gate *g, const gate_model *m) {
     int64_t H = m->H, qkv = 2 * (int64_t)m->n_k * 128 + (int64_t)m->n_v * 128;
-    mm_shape shapes[6];
+    mm_shape shapes[7];
     int ns = 0;
+    /* not a model shape: rows of an odd number of 256-element super-blocks,
+     * whose 210-byte Q6_K rows start 2 bytes past a word every other row */
+    shapes[ns++] = (mm_shape){"odd_rows", 1280, 200};
     shapes[ns++] = (mm_shape){"attn_qkv", H, qkv};
     shapes[ns++] = (mm_shape){"attn_q", H, 2 * (int64_t)m->n_head * 256};
     shapes[ns++] = (mm_shape){"ssm_out", (int64_t)m->n_v * 128, H};
@@ -453,7 +458,7 @@ static void gate_matmul(gate *g, const gate_model *m) {
         int inv = 1, failed = 0;
         int f0 = g->n_fail;
         for (int i = 0; i < ns; i++) {
-            if (g->quick && i > 1) continue;
+            if (g->quick && (i == 0 || i > 2)) continue;
             double wv[2] = {0.0, 0.0};
             int iv = 1;
             if (gate_matmul_shape(g, m, &shapes[i], type, wv, &iv)) failed = 1;

@@ -149,7 +149,7 @@ __host__ __device__ static inline int mmvq_chunk(int T, int nsb, int ks) {
  * (a chunk of the warp's super-blocks, at most ceil(nsb / ks)), later
  * reused for the partial columns [ks][2][np][16][8]. */
 static inline size_t mmvq_ik_smem_bytes(int np, int ks, int T, int64_t in) {
-    size_t stage = (size_t)ks * mmvq_chunk(T, (int)(in / 256), ks) * T * MQ_TOK_B, part = mmvq_smem_bytes(np, ks);
+    size_t stage = (size_t)ks * mmvq_chunk(T, (int)(in / 256), ks) * T * MQ_TOK_B, part = mmvq_smem_bytes(np, 2, ks);
     return stage > part ? stage : part;
 }
 
@@ -224,7 +224,7 @@ static cudaError_t mmvq_ik_launch_np(const mmv_args &a, cudaStream_t s, int ks) 
     /* the opt-in above 48 KiB, once, for any row length: a warp stages at
      * most MQ_STAGE_B bytes (T MQ_TOK_B <= MQ_STAGE_B up to MMV_MAX_T) */
     static_assert(MMV_MAX_T * MQ_TOK_B <= MQ_STAGE_B, "mmvq: one super-block of staging fits");
-    const size_t stage = (size_t)MMV_KS_MAX * MQ_STAGE_B, part = mmvq_smem_bytes(NP, MMV_KS_MAX);
+    const size_t stage = (size_t)MMV_KS_MAX * MQ_STAGE_B, part = mmvq_smem_bytes(NP, 2, MMV_KS_MAX);
     cudaError_t e = cuda_smem_limit<k_mmvq_ik<NP, PF>>((int)(stage > part ? stage : part));
     if (e != cudaSuccess) return e;
     cuda_launch(k_mmvq_ik<NP, PF>, (unsigned)a.blk0[4], 32u * (unsigned)ks, mmvq_ik_smem_bytes(NP, ks, a.T, a.in), s,

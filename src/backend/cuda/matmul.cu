@@ -6,13 +6,14 @@
  * by the row length alone (matvec.cuh). So row t of a T-token product is bit-identical to the same
  * row computed with T = 1.
  *
- * Q4_K rows of a multiple of 256 take the integer tensor-core matvec
- * instead (mmvq.cuh: a conversion launch per token group, then the matvec;
- * MEMRA_MMVQ=0: mmv.cuh's fp16 one, which converts inside the kernel),
- * and Q6_K rows of a multiple of 512 its Q6_K sibling (mmv6.cuh), with the
- * same property. MEMRA_MMV=0 in the environment (read at the first matmul)
- * sends both to k_matvec_multi too, MEMRA_MMV6=0 only the Q6_K rows: fallback
- * switches on the device, no rebuild needed.
+ * Q4_K rows of a multiple of 256 take the integer tensor-core
+ * matvec instead (mmvq.cuh: a conversion launch per token group, then the
+ * matvec), with the same property. MEMRA_MMVQ=0 sends Q4_K to mmv.cuh's fp16
+ * matvec, which converts inside the kernel. Q6_K rows of a multiple of 512
+ * take mmv6.cuh (fp16; int8 under MEMRA_MMVQ6=1). MEMRA_MMV=0 in the
+ * environment (read at the first matmul) sends all of them to
+ * k_matvec_multi, MEMRA_MMV6=0 the fp16 Q6_K rows: fallback switches on the
+ * device, no rebuild needed.
  *
  * Prefill (T >= MM_TC_MIN_T): Q8_0 goes to the wgmma GEMM (gemm.cu,
  * k_gemm_wg, sm_90a), Q4_K too where its tiles fill their waves (mmvg_path),
@@ -20,8 +21,8 @@
  * arithmetic for many tokens; MEMRA_MMVG=0 turns it off), the other types
  * the tensor-core GEMM (cuda_gemm_tc). A row computed with T >= 16 differs
  * from the same row computed with T < 16 in the last bits, except on
- * mmvg's Q6_K path; `memra gate kernels` checks each path's invariance
- * separately. */
+ * mmvg's Q6_K path (unless MEMRA_MMVQ6=1); `memra gate kernels` checks each
+ * path's invariance separately. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,25 +91,43 @@ static int mmv6_use(uint32_t type, int64_t in) {
     return env_on("MEMRA_MMV", &on) && env_on("MEMRA_MMV6", &on6) && mmv6_type_ok(type, in);
 }
 
-/* Q8_0 rows on mmvq.cuh's int8 pipeline at T < 16 (path 4). NOT YET RUN ON
- * A GPU (written after the last device call of its session), so it stays
- * off unless MEMRA_MMVQ8=1: the next device session runs `memra gate
- * kernels` and the 9b q8_0 bench with the switch, then makes it the
- * default. Rows whose planes do not fit the backend's buffer keep
- * k_matvec_multi. */
-static int mmvq8_use(uint32_t type, int64_t in, int64_t T) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("MEMRA_MMVQ8");
-        on = e && strcmp(e, "1") == 0;
+/* Q6_K rows on mmvq.cuh's int8 pipeline at T < 16 (path 5), only under
+ * MEMRA_MMVQ6=1, and Q8_0 rows (path 4) under MEMRA_MMVQ8=1. Both pass
+ * `memra gate kernels` on the H200 but do not beat the paths they would
+ * replace (bench/results/2026-12-03f-h200.md, decode tok/s): Q6_K 9b q4_k_m
+ * 291-295 against 292-294 on mmv6, 27b 105.0 against 105.2 (254 and 94
+ * with two tiles per warp); Q8_0 9b q8_0 174-176 against k_matvec_multi's
+ * 249. Rows whose planes do not fit the backend's buffer keep the other
+ * paths. */
+static int mmvq_opt_in(const char *name, int *on) {
+    if (*on < 0) {
+        const char *e = getenv(name);
+        *on = e && strcmp(e, "1") == 0;
     }
-    return on && type == MEMRA_TYPE_Q8_0 && in % 256 == 0 && T > 0 && T < MM_TC_MIN_T && mmvq_fits(T, in);
+    return *on;
 }
 
-/* The tensor-core matvec path of a T < 16 matmul: 1 (Q4_K), 4 (Q8_0 under
- * MEMRA_MMVQ8=1), 3 (Q6_K), 0 = none (k_matvec_multi). */
+static int mmvq6_use(uint32_t type, int64_t in, int64_t T) {
+    static int on = -1;
+    return mmvq_opt_in("MEMRA_MMVQ6", &on) && type == MEMRA_TYPE_Q6_K && in % 256 == 0 && T > 0 &&
+           T < MM_TC_MIN_T && mmvq_fits(T, in);
+}
+
+static int mmvq8_use(uint32_t type, int64_t in, int64_t T) {
+    static int on = -1;
+    return mmvq_opt_in("MEMRA_MMVQ8", &on) && type == MEMRA_TYPE_Q8_0 && in % 256 == 0 && T > 0 &&
+           T < MM_TC_MIN_T && mmvq_fits(T, in);
+}
+
+/* The tensor-core matvec path of a T < 16 matmul: 1 (Q4_K), 4 (Q8_0, int8,
+ * MEMRA_MMVQ8=1), 5 (Q6_K, int8, MEMRA_MMVQ6=1), 3 (Q6_K, fp16), 0 = none
+ * (k_matvec_multi). */
 static int mv_path(uint32_t type, int64_t in, int64_t T) {
-    return mmv_use(type, in) ? 1 : mmvq8_use(type, in, T) ? 4 : mmv6_use(type, in) ? 3 : 0;
+    return mmv_use(type, in)            ? 1
+           : mmvq8_use(type, in, T)     ? 4
+           : mmvq6_use(type, in, T)     ? 5
+           : mmv6_use(type, in)         ? 3
+                                        : 0;
 }
 
 /* The tensor-core matvec path of a T >= 16 matmul: 1 = mmvg.cuh's Q4_K
@@ -129,8 +148,8 @@ static int mmvg_path(memra_backend *be, uint32_t type, int64_t in, int64_t n_out
 }
 
 /* A tensor-core matvec launch (path 1: mmv.cuh / mmvq.cuh, Q4_K; path 3:
- * mmv6.cuh, Q6_K; path 4: mmvq.cuh, Q8_0, T < 16) of the n weights in a,
- * with the input norm when given. */
+ * mmv6.cuh, Q6_K; paths 4, 5: mmvq.cuh, Q8_0, Q6_K, T < 16) of the n
+ * weights in a, with the input norm when given. */
 static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm) {
     if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
     if (a->T >= MM_TC_MIN_T) {
@@ -145,9 +164,11 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
         return CUDA_LAUNCHED(be, "matmul: mmv6");
     }
     mmv_blocks(a, n);
-    if (path == 4)
-        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q8_0, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
-                          "matmul: mmvq q8_0");
+    if (path == 4 || path == 5)
+        return cuda_check(be,
+                          mmvq_launch(path == 4 ? MEMRA_TYPE_Q8_0 : MEMRA_TYPE_Q6_K, *a, cuda_of(be)->mq,
+                                      cuda_of(be)->stream, cuda_sm90),
+                          path == 4 ? "matmul: mmvq q8_0" : "matmul: mmvq q6_k");
     static int q_on = -1;
     if (env_on("MEMRA_MMVQ", &q_on) && mmvq_fits(a->T, a->in))
         return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q4_K, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
@@ -195,7 +216,7 @@ static memra_status norm_check(memra_backend *be, const memra_norm *norm, int64_
  * small, thousands per matvec) every warp re-read the whole x row, and 9b
  * Q8_0 decode fell from 248 to 187 tok/s on the H200; it takes the rmsnorm
  * op into the workspace instead (bench/results/2026-12-03-h200.md). */
-static int path_takes_norm(int path) { return path == 1 || path == 3 || path == 4; }
+static int path_takes_norm(int path) { return path == 1 || path == 3 || path == 4 || path == 5; }
 
 /* Bytes of T rows of n floats in the workspace, rounded to 256. */
 static size_t ws_rows_bytes(int64_t T, int64_t n) { return ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255; }
@@ -225,7 +246,8 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
             st = CUDA_INVALID(be, "matmul_multi: a norm needs one row length (%lld, %lld)", (long long)w[0]->ne[0],
                               (long long)w[i]->ne[0]);
         if (st) return st;
-        /* 1: tensor-core matvec (Q4_K), 4: (Q8_0, MEMRA_MMVQ8=1), 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul alone */
+        /* 1: tensor-core matvec (Q4_K), 4: (Q8_0, MEMRA_MMVQ8=1), 5 / 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul
+         * alone */
         if (T >= MM_TC_MIN_T) /* mmvg (path 1, 3) or the GEMM alone */
             fused[i] = w[i]->ne[0] == w[0]->ne[0] ? mmvg_path(be, w[i]->type, w[i]->ne[0], w[i]->ne[1]) : 0;
         else if (T > 0 && w[i]->ne[0] == w[0]->ne[0]) {
@@ -295,11 +317,11 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
     size_t part = ws_rows_bytes(T, n);
-    /* the one-launch swiglu of the Q4_K paths (1) and Q8_0's (4, T < 16) */
+    /* the one-launch swiglu of the int8 and Q4_K paths (1; 4, 5: T < 16) */
     const int path = gate->type != up->type  ? 0
                      : T < MM_TC_MIN_T       ? mv_path(gate->type, in, T)
                      : mmvg_path(be, gate->type, in, n);
-    if (path == 1 || path == 4) {
+    if (path == 1 || path == 4 || path == 5) {
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;

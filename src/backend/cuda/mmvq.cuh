@@ -33,16 +33,20 @@
  * row the same bits. Error: ~2.5e-6 of max|y| (k_mmv: 5e-7), within the
  * gate's 1e-5. A NaN or Inf among a super-block's x makes its 2^-e NaN.
  *
- * Q8_0 rows (mmvq_raw8, mmvq_sb8: the int8 weights themselves as A) use the
- * same prep and epilogue; that path has not run on a GPU yet and is off
- * unless MEMRA_MMVQ8=1 (matmul.cu).
+ * Q6_K rows (mmvq_raw6, mmvq_sb6: q - 32 as s8, two MMAs per sub-block for
+ * its 16-element scales) and Q8_0 rows (mmvq_raw8, mmvq_sb8: the int8
+ * weights themselves as A) use the same prep and epilogue. The Q8_0 path has
+ * not run on a GPU yet and is off unless MEMRA_MMVQ8=1 (matmul.cu).
  *
- * Contract: in % 256 == 0, rows 16-byte aligned (so are Q4_K's 144-byte
- * blocks and Q8_0's 272-byte super-blocks), x and
+ * Contract: in % 256 == 0, rows 16-byte aligned for Q4_K and Q8_0 (so are
+ * their 144-byte blocks and 272-byte super-blocks), 2-byte for Q6_K, x and
  * the norm weight 16-byte aligned, T in 1..15, mmvq_buf_bytes(T, in / 256)
  * <= MQ_BUF_BYTES (the backend's buffer, cuda_impl.mq). */
 #ifndef MEMRA_CUDA_MMVQ_CUH
 #define MEMRA_CUDA_MMVQ_CUH
+
+#include <stdlib.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -223,11 +227,11 @@ __device__ __forceinline__ void mmvq_cols(const SRC &src, int T, int g, int t, c
 /* The MMAs and the fp32 update of one super-block (activations from src)
  * for the warp's two tiles w[0], w[1] and token pairs 0..NP-1.
  * acc[tl][p][2 r + e]: tile tl's row g + 8 r, column 2 t + e of pair p. */
-template <int NP, class SRC>
+template <int NP, class SRC, int TL = 2>
 __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], const SRC &src, int T, int g, int t) {
-    uint32_t scw[2][2][2];
+    uint32_t scw[TL][2][2];
 #pragma unroll
-    for (int tl = 0; tl < 2; tl++)
+    for (int tl = 0; tl < TL; tl++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const uint4 h = w[tl].head[r];
@@ -237,9 +241,9 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
     const uint4 *bp[NP];
     float sx[NP][2];
     mmvq_cols<NP>(src, T, g, t, bp, sx);
-    int A[2][NP][4];
+    int A[TL][NP][4];
 #pragma unroll
-    for (int tl = 0; tl < 2; tl++)
+    for (int tl = 0; tl < TL; tl++)
 #pragma unroll
         for (int p = 0; p < NP; p++) A[tl][p][0] = A[tl][p][1] = A[tl][p][2] = A[tl][p][3] = 0;
 #pragma unroll
@@ -248,7 +252,7 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
 #pragma unroll
         for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-        for (int tl = 0; tl < 2; tl++) {
+        for (int tl = 0; tl < TL; tl++) {
             uint32_t lo[2][2], hi[2][2];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
@@ -281,7 +285,7 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
 #pragma unroll
         for (int jj = 0; jj < 8; jj++) Sj[jj] = has_m ? src.s(tm, jj) : 0.0f;
 #pragma unroll
-        for (int tl = 0; tl < 2; tl++)
+        for (int tl = 0; tl < TL; tl++)
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 const uint4 h = w[tl].head[r];
@@ -355,7 +359,7 @@ __device__ __forceinline__ void mmvq_imma8(int *c, uint32_t a0, uint32_t a1, uin
 }
 
 /* mmvq_sb for Q8_0 rows (acc as there) */
-template <int NP, class SRC>
+template <int NP, class SRC, int TL = 2>
 __device__ __forceinline__ void mmvq_sb8(const mmvq_raw8 *w, float (*acc)[NP][4], const SRC &src, int T, int g,
                                          int t) {
     const uint4 *bp[NP];
@@ -367,7 +371,7 @@ __device__ __forceinline__ void mmvq_sb8(const mmvq_raw8 *w, float (*acc)[NP][4]
 #pragma unroll
         for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-        for (int tl = 0; tl < 2; tl++)
+        for (int tl = 0; tl < TL; tl++)
 #pragma unroll
             for (int h = 0; h < 2; h++) { /* block 2 k + h */
                 const int j = 2 * k + h;
@@ -388,17 +392,149 @@ __device__ __forceinline__ void mmvq_sb8(const mmvq_raw8 *w, float (*acc)[NP][4]
     }
 }
 
-/* The block's two 16-row tiles (k_mmv's mapping: block b of weight wi
- * owns rows 32 (b - blk0[wi]) .. + 31, or for swiglu rows 16 (b - blk0[0])
- * .. + 15 of gate (tile 0) and up (tile 1)): lane group g's rows g, g + 8 of
- * each tile (clamped to the weight), the tiles' first rows and row counts.
- * Returns wi. */
-__device__ __forceinline__ int mmvq_tiles(const mmv_args &a, int g, const uint8_t *(&rows)[2][2],
-                                          int64_t (&rbase)[2], int64_t (&nrow)[2]) {
-    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
-    const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 32);
+/* Q6_K rows (mmvq_raw6, mmvq_sb6). A = q - 32 as s8 (mma.sync m16n8k32
+ * s8 x s8). Q6_K's scales cover 16 elements, and in the planes' k order
+ * lanes t = 0, 1 hold a 32-element sub-block's first 16 and t = 2, 3 its
+ * second, so each sub-block takes two MMAs, A zeroed in the other group's
+ * lanes: C_lo, C_hi. The int8 scales are applied to them as integers, A_n
+ * += sc_2j C_lo + sc_2j+1 C_hi (|A_n| < 2^27 over a super-block: 16 groups
+ * of |sc| <= 128 times 16 products of |q - 32| <= 32 and |limb| <= 128), then
+ * per super-block acc_n = fma(d 2^-e, A_n, acc_n) as Q4_K's.
+ *
+ * Q6_K layout (256 elements, 210 bytes): ql[128] low nibbles, qh[64] high 2
+ * bits, scales[16] int8, d fp16. Sub-block j (32 elements; h = j / 4, c =
+ * j % 4): element l has nibble c / 2 of ql[64 h + 32 (c & 1) + l] and bits
+ * 2 c of qh[32 h + l], scale scales[2 j + l / 16]. Lane (g, t) takes bytes
+ * l = 8 t .. 8 t + 7 of each: four 8-byte ql pieces and two qh pieces per
+ * row, and scales 4 t .. 4 t + 3 (the MMA's rows g, g + 8 need all 16:
+ * shuffled from the four lanes of g). Blocks are 210 bytes, so a super-block
+ * starts 4-byte aligned or 2 bytes past a word (by sb's and, for an odd count
+ * per row, the row's parity); mmvq_ld8 loads either. */
+__device__ __forceinline__ uint2 mmvq_ld8(const uint8_t *p) {
+    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const uint32_t u0 = __ldg(w), u1 = __ldg(w + 1);
+    if (((uintptr_t)p & 2) == 0) return make_uint2(u0, u1);
+    const uint32_t u2 = __ldg(w + 2);
+    return make_uint2(__funnelshift_r(u0, u1, 16), __funnelshift_r(u1, u2, 16));
+}
+
+__device__ __forceinline__ uint32_t mmvq_ld4(const uint8_t *p) {
+    const uint32_t *w = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    if (((uintptr_t)p & 2) == 0) return __ldg(w);
+    return __funnelshift_r(__ldg(w), __ldg(w + 1), 16);
+}
+
+struct mmvq_raw6 {
+    uint2 ql[2][2][2]; /* [row g, g + 8][h][c & 1]: the lane's 8 ql bytes */
+    uint2 qh[2][2];    /* [row][h]: its 8 qh bytes */
+    uint32_t sc[2];    /* [row]: scales 4 t .. 4 t + 3 (mmvq_sb6 takes the others from the lanes t of its g) */
+    uint32_t d[2];     /* [row] fp16 bits */
+    __device__ __forceinline__ void load(const uint8_t *r0, const uint8_t *r1, int sb, int t) {
+        const uint8_t *b[2] = {r0 + (int64_t)sb * 210, r1 + (int64_t)sb * 210};
 #pragma unroll
-    for (int tl = 0; tl < 2; tl++) {
+        for (int r = 0; r < 2; r++) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+#pragma unroll
+                for (int c = 0; c < 2; c++) ql[r][h][c] = mmvq_ld8(b[r] + 64 * h + 32 * c + 8 * t);
+                qh[r][h] = mmvq_ld8(b[r] + 128 + 32 * h + 8 * t);
+            }
+            sc[r] = mmvq_ld4(b[r] + 192 + 4 * t);
+            d[r] = __ldg((const unsigned short *)(b[r] + 208));
+        }
+    }
+};
+
+/* The s8 values q - 32 of one word of 6-bit codes (bytes in 0..63): q ^ 32
+ * is q - 32 in 6-bit two's complement; its bit 5 copied into bits 6, 7. */
+__device__ __forceinline__ uint32_t mmvq_q6s8(uint32_t lw, uint32_t hw, int c) {
+    const uint32_t q = ((lw >> (4 * (c >> 1))) & 0x0F0F0F0Fu) | (((hw >> (2 * c)) & 0x03030303u) << 4);
+    const uint32_t x = q ^ 0x20202020u;
+    return x | ((x & 0x20202020u) * 6u);
+}
+
+/* mmvq_sb for Q6_K rows (acc as there) */
+template <int NP, class SRC, int TL = 2>
+__device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4], const SRC &src, int T, int g,
+                                         int t) {
+    const uint4 *bp[NP];
+    float sx[NP][2];
+    mmvq_cols<NP>(src, T, g, t, bp, sx);
+    const uint32_t lo = t < 2 ? 0xFFFFFFFFu : 0u, hi = ~lo; /* the lanes of a sub-block's first, second 16 */
+    int A[TL][NP][4];
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++)
+#pragma unroll
+        for (int p = 0; p < NP; p++) A[tl][p][0] = A[tl][p][1] = A[tl][p][2] = A[tl][p][3] = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint4 bb[NP];
+#pragma unroll
+        for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int tl = 0; tl < TL; tl++) {
+            uint32_t sw[2]; /* [row]: scales 4 k .. 4 k + 3, from lane (g, k) */
+#pragma unroll
+            for (int r = 0; r < 2; r++) sw[r] = __shfl_sync(0xFFFFFFFFu, w[tl].sc[r], 4 * g + k);
+#pragma unroll
+            for (int hj = 0; hj < 2; hj++) { /* sub-block j = 2 k + hj */
+                const int j = 2 * k + hj, h = j >> 2, c = j & 3;
+                uint32_t a[2][2]; /* [row][bytes 0-3, 4-7] */
+                int s0[2], s1[2];
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    a[r][0] = mmvq_q6s8(w[tl].ql[r][h][c & 1].x, w[tl].qh[r][h].x, c);
+                    a[r][1] = mmvq_q6s8(w[tl].ql[r][h][c & 1].y, w[tl].qh[r][h].y, c);
+                    /* scales 2 j, 2 j + 1: bytes 2 hj, 2 hj + 1 of sw */
+                    s0[r] = (int)(int8_t)(uint8_t)(sw[r] >> (16 * hj));
+                    s1[r] = (int)(int8_t)(uint8_t)(sw[r] >> (16 * hj + 8));
+                }
+#pragma unroll
+                for (int p = 0; p < NP; p++) {
+                    const uint32_t b0 = hj ? bb[p].z : bb[p].x, b1 = hj ? bb[p].w : bb[p].y;
+                    int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
+                    mmvq_imma8(c0, a[0][0] & lo, a[1][0] & lo, a[0][1] & lo, a[1][1] & lo, b0, b1);
+                    mmvq_imma8(c1, a[0][0] & hi, a[1][0] & hi, a[0][1] & hi, a[1][1] & hi, b0, b1);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) A[tl][p][i] += s0[i >> 1] * c0[i] + s1[i >> 1] * c1[i];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const float d = __half2float(__ushort_as_half((unsigned short)w[tl].d[r]));
+#pragma unroll
+            for (int p = 0; p < NP; p++)
+#pragma unroll
+                for (int e = 0; e < 2; e++)
+                    acc[tl][p][2 * r + e] =
+                        fmaf(__fmul_rn(d, sx[p][e]), (float)A[tl][p][2 * r + e], acc[tl][p][2 * r + e]);
+        }
+}
+
+/* The block's TL 16-row tiles (TL = 2, k_mmv's mapping: block b of weight
+ * wi owns rows 32 (b - blk0[wi]) .. + 31, or for swiglu rows 16 (b -
+ * blk0[0]) .. + 15 of gate (tile 0) and up (tile 1); TL = 1: rows 16 (b -
+ * blk0[wi]) .. + 15, or for swiglu gate rows 8 (b - blk0[0]) .. + 7 as the
+ * tile's rows 0..7 and the same up rows as its rows 8..15): lane group g's
+ * rows g, g + 8 of each tile (clamped to the weight), the tiles' first rows
+ * and row counts. Returns wi. */
+template <int TL = 2>
+__device__ __forceinline__ int mmvq_tiles(const mmv_args &a, int g, const uint8_t *(&rows)[TL][2],
+                                          int64_t (&rbase)[TL], int64_t (&nrow)[TL]) {
+    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
+    if (TL == 1 && a.swiglu) { /* the tile's rows g: gate row 8 b + g, rows g + 8: up row 8 b + g */
+        rbase[0] = (int64_t)((int)blockIdx.x - a.blk0[0]) * 8, nrow[0] = a.n_out[0];
+        const int64_t row = rbase[0] + g < nrow[0] ? rbase[0] + g : nrow[0] - 1;
+        rows[0][0] = a.W[0] + row * (int64_t)a.row_bytes, rows[0][1] = a.W[1] + row * (int64_t)a.row_bytes;
+        return 0;
+    }
+    const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 16 * TL);
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++) {
         const int w = a.swiglu ? tl : wi;
         rbase[tl] = a.swiglu ? tile0 : tile0 + 16 * tl;
         nrow[tl] = a.n_out[w];
@@ -412,18 +548,18 @@ __device__ __forceinline__ int mmvq_tiles(const mmv_args &a, int g, const uint8_
 }
 
 /* The end of a k_mmvq block (and of the lab's in-kernel version): the
- * warps' accumulators to part ([ks][2][NP][16][8] floats, shared), then one
+ * warps' accumulators to part ([ks][TL][NP][16][8] floats, shared), then one
  * (tile, pair, row, token of the pair) per thread: the columns added in warp
  * order, the limbs combined, times tok_inv[token] when given (the lab's
  * input norm), written (swiglu: silu(gate) up; else y or y += ). Every
  * thread of the block calls it. */
-template <int NP>
+template <int NP, int TL = 2>
 __device__ __forceinline__ void mmvq_finish(const float (*acc)[NP][4], float *part, const mmv_args &a, int wi,
                                             const int64_t *rbase, const int64_t *nrow, const float *tok_inv) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
-#define MQ_PART(k, tl, p, row, n) part[((((k) * 2 + (tl)) * NP + (p)) * 16 + (row)) * 8 + (n)]
+#define MQ_PART(k, tl, p, row, n) part[((((k) * TL + (tl)) * NP + (p)) * 16 + (row)) * 8 + (n)]
 #pragma unroll
-    for (int tl = 0; tl < 2; tl++)
+    for (int tl = 0; tl < TL; tl++)
 #pragma unroll
         for (int p = 0; p < NP; p++)
 #pragma unroll
@@ -444,7 +580,16 @@ __device__ __forceinline__ void mmvq_finish(const float (*acc)[NP][4], float *pa
                       col(tl, p, row, n + 2));
         return tok_inv ? __fmul_rn(v, tok_inv[2 * p + tk]) : v;
     };
-    const int n_res = (a.swiglu ? 1 : 2) * NP * 32;
+    if (TL == 1 && a.swiglu) { /* rows 0..7 gate, 8..15 up (mmvq_tiles) */
+        for (int i = threadIdx.x; i < NP * 16; i += blockDim.x) {
+            const int tk = i & 1, row = (i >> 1) & 7, p = i >> 4, tok = 2 * p + tk;
+            const int64_t orow = rbase[0] + row;
+            if (tok >= a.T || orow >= nrow[0]) continue;
+            a.y[0][(int64_t)tok * nrow[0] + orow] = silu_f(value(0, p, row, tk)) * value(0, p, row + 8, tk);
+        }
+        return;
+    }
+    const int n_res = (a.swiglu ? 1 : TL) * NP * 32;
     for (int i = threadIdx.x; i < n_res; i += blockDim.x) {
         const int tk = i & 1, row = (i >> 1) & 15, p = (i >> 5) % NP, tl = (i >> 5) / NP;
         const int tok = 2 * p + tk;
@@ -461,83 +606,133 @@ __device__ __forceinline__ void mmvq_finish(const float (*acc)[NP][4], float *pa
 #undef MQ_PART
 }
 
-/* Launch contract: grid (blk0[4] of mmv_blocks), block 32 ks (ks =
- * mmv_ks(in / 256)), dynamic shared memory mmvq_smem_bytes(NP, ks), T <=
- * 2 NP; buf written by k_mmvq_prep for these T tokens (a.nw is ignored: the
- * prep applied the norm). The block and row mapping of k_mmv. */
-static inline size_t mmvq_smem_bytes(int np, int ks) { return (size_t)ks * 2 * np * 16 * 8 * sizeof(float); }
+/* Launch contract: grid (blk0[4]: mmv_blocks for TL = 2, mmvq_blocks1 for
+ * TL = 1), block 32 ks (ks = mmv_ks(in / 256)),
+ * dynamic shared memory mmvq_smem_bytes(NP, TL, ks), T <= 2 NP; buf
+ * written by k_mmvq_prep for these T tokens (a.nw is ignored: the prep
+ * applied the norm). TL: 16-row tiles per warp (mmvq_tiles, mmvq_tl);
+ * MINB: the launch bound's blocks of 256 per SM (registers <= 256 / MINB;
+ * 3 and 4 at TL = 1 spilled and did not help). Neither changes a bit: a
+ * row's arithmetic and order depend on its length only. */
+static inline size_t mmvq_smem_bytes(int np, int tl, int ks) { return (size_t)ks * tl * np * 16 * 8 * sizeof(float); }
 
-template <int TYPE, int NP>
-__global__ void __launch_bounds__(32 * MMV_KS_MAX, NP == 1 ? 2 : 1) k_mmvq(mmv_args a, const uint8_t *__restrict__ buf) {
-    constexpr bool Q8 = TYPE == MEMRA_TYPE_Q8_0;
-    using raw = typename std::conditional<Q8, mmvq_raw8, mmvq_raw>::type;
-    extern __shared__ __align__(16) float mq_part[]; /* [ks][2][NP][16][8] */
+template <int TYPE, int NP, int TL, int MINB>
+__global__ void __launch_bounds__(32 * MMV_KS_MAX, MINB) k_mmvq(mmv_args a, const uint8_t *__restrict__ buf) {
+    constexpr bool Q8 = TYPE == MEMRA_TYPE_Q8_0, Q6 = TYPE == MEMRA_TYPE_Q6_K;
+    using raw = typename std::conditional<Q8, mmvq_raw8,
+                                          typename std::conditional<Q6, mmvq_raw6, mmvq_raw>::type>::type;
+    extern __shared__ __align__(16) float mq_part[]; /* [ks][TL][NP][16][8] */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
-    const uint8_t *rows[2][2];
-    int64_t rbase[2], nrow[2];
-    const int wi = mmvq_tiles(a, g, rows, rbase, nrow);
+    const uint8_t *rows[TL][2];
+    int64_t rbase[TL], nrow[TL];
+    const int wi = mmvq_tiles<TL>(a, g, rows, rbase, nrow);
     const int nsb = (int)(a.in / 256);
     const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
     /* the first super-block's weights before the wait for the prep */
-    raw cur[2];
+    raw cur[TL];
     if (sb0 < sb1)
 #pragma unroll
-        for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb0, t);
+        for (int tl = 0; tl < TL; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb0, t);
     pdl_start();
     const uint8_t *planes = buf;
     const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
-    float acc[2][NP][4];
+    float acc[TL][NP][4];
 #pragma unroll
-    for (int tl = 0; tl < 2; tl++)
+    for (int tl = 0; tl < TL; tl++)
 #pragma unroll
         for (int p = 0; p < NP; p++) acc[tl][p][0] = acc[tl][p][1] = acc[tl][p][2] = acc[tl][p][3] = 0.0f;
 #pragma unroll 1
     for (int sb = sb0; sb < sb1; sb++) {
         if (sb > sb0)
 #pragma unroll
-            for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, t);
+            for (int tl = 0; tl < TL; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, t);
         const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
         if constexpr (Q8)
-            mmvq_sb8<NP>(cur, acc, src, a.T, g, t);
+            mmvq_sb8<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
+        else if constexpr (Q6)
+            mmvq_sb6<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
         else
-            mmvq_sb<NP>(cur, acc, src, a.T, g, t);
+            mmvq_sb<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
     }
-    mmvq_finish<NP>(acc, mq_part, a, wi, rbase, nrow, nullptr);
+    mmvq_finish<NP, TL>(acc, mq_part, a, wi, rbase, nrow, nullptr);
 }
 
-template <int TYPE, int NP>
+/* blk0 for TL = 1: a block per 16 rows of each weight, or per 8 rows of a
+ * swiglu pair (the weights in use are those mmv_blocks gave blocks) */
+static inline void mmvq_blocks1(mmv_args *a) {
+    const int per = a->swiglu ? 8 : 16;
+    int b = 0;
+    for (int i = 0; i < 4; i++) {
+        const bool used = a->blk0[i + 1] > a->blk0[i];
+        a->blk0[i] = b;
+        b += used ? (int)((a->n_out[i] + per - 1) / per) : 0;
+    }
+    a->blk0[4] = b;
+}
+
+template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
-    cudaError_t e = cuda_smem_limit<k_mmvq<TYPE, NP>>((int)mmvq_smem_bytes(NP, MMV_KS_MAX));
+    cudaError_t e = cuda_smem_limit<k_mmvq<TYPE, NP, TL, MINB>>((int)mmvq_smem_bytes(NP, TL, MMV_KS_MAX));
     if (e != cudaSuccess) return e;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = (unsigned)a.blk0[4], cfg.blockDim = 32u * (unsigned)ks, cfg.dynamicSmemBytes = mmvq_smem_bytes(NP, ks);
+    cfg.gridDim = (unsigned)a.blk0[4], cfg.blockDim = 32u * (unsigned)ks;
+    cfg.dynamicSmemBytes = mmvq_smem_bytes(NP, TL, ks);
     cfg.stream = s, cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k_mmvq<TYPE, NP>, a, buf);
+    return cudaLaunchKernelEx(&cfg, k_mmvq<TYPE, NP, TL, MINB>, a, buf);
 }
 
-/* The prep and the matvec of a T < 16 launch of `type` rows (Q4_K, or Q8_0)
- * (blk0 from mmv_blocks); buf is the backend's mq buffer. pdl: the matvec
- * launches with programmatic stream serialization (sm_90+), so it starts
- * while the prep runs; the prep itself always waits for its predecessor. */
+/* Tiles per warp: TL = 1 except for swiglu pairs, whose gate and up tiles
+ * share a warp (TL = 2). H200, decode tok/s (bench/results/2026-12-03f-h200.md):
+ * 9b q4_k_m 285-287 (TL = 2 everywhere) -> 290-294 (this rule) -> 296-297
+ * (TL = 1 for swiglu too: 8 gate and 8 up rows per tile); 27b q4_k_m
+ * 100.8-101.5 -> 100.5-101.5 -> 98.1-98.3. Why TL = 1: the read alone in
+ * the matvec's load pattern reaches 62-77% of copy with one tile per warp
+ * and 37-64% with two (bench/kernels/stream_lab.cu, k_pat), twice the
+ * warps in flight. MEMRA_MMVQ_TL=2 keeps two tiles everywhere (the previous
+ * layout), MEMRA_MMVQ_TL=1 one tile everywhere (read once). Registers: NP =
+ * 1 fits 128 (two blocks of 256 per SM) without spills at either TL. */
+static inline int mmvq_tl(bool swiglu) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("MEMRA_MMVQ_TL");
+        mode = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : 0;
+    }
+    return mode ? mode : swiglu ? 2 : 1;
+}
+
+/* The prep and the matvec of a T < 16 launch of `type` rows (Q4_K, Q6_K or
+ * Q8_0) (blk0 from mmv_blocks); buf is the backend's mq buffer. pdl: the
+ * matvec launches with programmatic stream serialization (sm_90+), so it
+ * starts while the prep runs; the prep itself always waits for its
+ * predecessor. */
 template <int TYPE>
-static inline cudaError_t mmvq_launch_t(const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl) {
-    const int ks = mmv_ks((int)(a.in / 256));
-    if (a.T <= 2) return mmvq_launch_np<TYPE, 1>(a, buf, s, ks, pdl);
-    if (a.T <= 4) return mmvq_launch_np<TYPE, 2>(a, buf, s, ks, pdl);
-    if (a.T <= 8) return mmvq_launch_np<TYPE, 4>(a, buf, s, ks, pdl);
-    return mmvq_launch_np<TYPE, 8>(a, buf, s, ks, pdl);
+static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaStream_t s, bool pdl) {
+    const int ks = mmv_ks((int)(a0.in / 256));
+    if (mmvq_tl(a0.swiglu) == 1) {
+        mmv_args a = a0;
+        mmvq_blocks1(&a);
+        if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl);
+        if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl);
+        if (a.T <= 8) return mmvq_launch_np<TYPE, 4, 1, 1>(a, buf, s, ks, pdl);
+        return mmvq_launch_np<TYPE, 8, 1, 1>(a, buf, s, ks, pdl);
+    }
+    if (a0.T <= 2) return mmvq_launch_np<TYPE, 1, 2, 2>(a0, buf, s, ks, pdl);
+    if (a0.T <= 4) return mmvq_launch_np<TYPE, 2, 2, 1>(a0, buf, s, ks, pdl);
+    if (a0.T <= 8) return mmvq_launch_np<TYPE, 4, 2, 1>(a0, buf, s, ks, pdl);
+    return mmvq_launch_np<TYPE, 8, 2, 1>(a0, buf, s, ks, pdl);
 }
 
 static inline cudaError_t mmvq_launch(uint32_t type, const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl) {
     mmvq_prep_launch(a.x, a.nw, a.eps, a.in, a.T, buf, s);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    return type == MEMRA_TYPE_Q8_0 ? mmvq_launch_t<MEMRA_TYPE_Q8_0>(a, buf, s, pdl)
-                                   : mmvq_launch_t<MEMRA_TYPE_Q4_K>(a, buf, s, pdl);
+    return type == MEMRA_TYPE_Q8_0   ? mmvq_launch_t<MEMRA_TYPE_Q8_0>(a, buf, s, pdl)
+           : type == MEMRA_TYPE_Q6_K ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(a, buf, s, pdl)
+                                     : mmvq_launch_t<MEMRA_TYPE_Q4_K>(a, buf, s, pdl);
 }
 
 #endif
