@@ -686,15 +686,17 @@ static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStr
 }
 
 /* Tiles per warp: TL = 1 except for swiglu pairs, whose gate and up tiles
- * share a warp (TL = 2). H200, decode tok/s (bench/results/2026-12-03f-h200.md):
- * 9b q4_k_m 285-287 (TL = 2 everywhere) -> 290-294 (this rule) -> 296-297
- * (TL = 1 for swiglu too: 8 gate and 8 up rows per tile); 27b q4_k_m
- * 100.8-101.5 -> 100.5-101.5 -> 98.1-98.3. Why TL = 1: the read alone in
- * the matvec's load pattern reaches 62-77% of copy with one tile per warp
- * and 37-64% with two (bench/kernels/stream_lab.cu, k_pat), twice the
- * warps in flight. MEMRA_MMVQ_TL=2 keeps two tiles everywhere (the previous
- * layout), MEMRA_MMVQ_TL=1 one tile everywhere (read once). Registers: NP =
- * 1 fits 128 (two blocks of 256 per SM) without spills at either TL. */
+ * share a warp (TL = 2). H200, decode tok/s, the three settings interleaved
+ * on one machine (bench/results/2026-12-03f-h200.md): 9b q4_k_m 278-279
+ * (TL = 2 everywhere), 285-287 (this rule), 289-291 (TL = 1 for swiglu too:
+ * 8 gate and 8 up rows per tile); 27b q4_k_m 99.7-100.0, 98.9, 97.0-97.1.
+ * Why TL = 1: the read alone in the matvec's load pattern reaches 62-79% of
+ * copy with one tile per warp and 37-66% with two
+ * (bench/kernels/stream_lab.cu, k_pat: twice the warps in flight); the
+ * arithmetic keeps the model's gain smaller, and on 27b's shapes it is a
+ * small loss. MEMRA_MMVQ_TL=2 keeps two tiles everywhere (the previous
+ * layout), MEMRA_MMVQ_TL=1 one tile everywhere (read once). Registers: NP
+ * = 1 fits 128 (two blocks of 256 per SM) without spills at either TL. */
 static inline int mmvq_tl(bool swiglu) {
     static int mode = -1;
     if (mode < 0) {
