@@ -20,6 +20,10 @@
  * Sizes: 14, 28, 56, 112 MB and 834 MB (the 9B output head). Each back to
  * back on stream 0 and captured in a CUDA graph (as the decode step runs).
  *
+ * First, a table of the Q4_K decode matvec's load pattern on its four
+ * shapes (k_pat, k_run below; bench/results/2026-12-03f-h200.md section 1);
+ * PATTERN_ONLY=1 in the environment stops after it.
+ *
  *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh stream_lab */
 #include "lab.cuh"
 
