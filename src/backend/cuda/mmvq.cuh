@@ -689,7 +689,8 @@ static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStr
  * share a warp (TL = 2). H200, decode tok/s, the three settings interleaved
  * on one machine (bench/results/2026-12-03f-h200.md): 9b q4_k_m 278-279
  * (TL = 2 everywhere), 285-287 (this rule), 289-291 (TL = 1 for swiglu too:
- * 8 gate and 8 up rows per tile); 27b q4_k_m 99.7-100.0, 98.9, 97.0-97.1.
+ * 8 gate and 8 up rows per tile); 27b q4_k_m 99.7-100.0, 98.9, 97.0-97.1;
+ * 35b-a3b q4_k_m 332.5-333.5, 351.2-352.4, -.
  * Why TL = 1: the read alone in the matvec's load pattern reaches 62-79% of
  * copy with one tile per warp and 37-66% with two
  * (bench/kernels/stream_lab.cu, k_pat: twice the warps in flight); the
