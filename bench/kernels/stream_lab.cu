@@ -154,6 +154,20 @@ __global__ void __launch_bounds__(256) k_run(const uint8_t *__restrict__ w, int6
     if (lane == 0) atomicXor(out + (blockIdx.x & 4095), acc);
 }
 
+/* A buffer of random bytes on the device and copies of it (> L2 in all,
+ * lab_copies; cw[0] is the original). Returns the count; the caller frees
+ * them all. */
+static int random_copies(size_t bytes, const uint8_t **cw) {
+    uint8_t *h = (uint8_t *)malloc(bytes);
+    for (size_t i = 0; i < bytes; i += 8) {
+        uint64_t r = rnd();
+        memcpy(h + i, &r, 8 <= bytes - i ? 8 : bytes - i);
+    }
+    const uint8_t *d0 = lab_dev(h, bytes);
+    free(h);
+    return lab_copies(d0, bytes, cw, 64);
+}
+
 #define MMV_KS_MAX_LAB 8 /* k_run is launch-bounded to 256 threads */
 
 static void pattern_table(double copy, uint32_t *out) {
@@ -162,15 +176,8 @@ static void pattern_table(double copy, uint32_t *out) {
     for (auto &sh : shapes) {
         const int64_t in = sh[0], n_out = sh[1], nsb = in / 256;
         const size_t bytes = (size_t)n_out * nsb * 144;
-        uint8_t *h = (uint8_t *)malloc(bytes);
-        for (size_t i = 0; i < bytes; i += 8) {
-            uint64_t r = rnd();
-            memcpy(h + i, &r, 8 <= bytes - i ? 8 : bytes - i);
-        }
-        const uint8_t *d0 = lab_dev(h, bytes);
-        free(h);
         const uint8_t *cw[64];
-        const int ncw = lab_copies(d0, bytes, cw, 64);
+        const int ncw = random_copies(bytes, cw);
         int ks = (int)(nsb / 4);
         ks = ks < 1 ? 1 : ks > 8 ? 8 : ks;
         auto pct = [&](double us) { return 100.0 * bytes / (us * 1e-6) / 1e9 / copy; };
@@ -201,8 +208,7 @@ static void pattern_table(double copy, uint32_t *out) {
             printf("      ks %2d: row runs, lanes %6.2f us %4.0f%%   bulk copies %6.2f us %4.0f%%\n", kk, r0, pct(r0), r1,
                    r1 > 0 ? pct(r1) : 0.0);
         }
-        for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
-        cudaFree((void *)d0);
+        for (int i = 0; i < ncw; i++) cudaFree((void *)cw[i]);
     }
 }
 
@@ -224,15 +230,8 @@ int main(void) {
     static const double mb[] = {14, 28, 56, 112, 834};
     for (double m : mb) {
         const size_t bytes = (size_t)(m * 1e6) & ~(size_t)15, n16 = bytes / 16;
-        uint8_t *h = (uint8_t *)malloc(bytes);
-        for (size_t i = 0; i < bytes; i += 8) {
-            uint64_t r = rnd();
-            memcpy(h + i, &r, 8 <= bytes - i ? 8 : bytes - i);
-        }
-        const uint8_t *d0 = lab_dev(h, bytes);
-        free(h);
         const uint8_t *cw[64];
-        const int ncw = lab_copies(d0, bytes, cw, 64);
+        const int ncw = random_copies(bytes, cw);
         const int n = m > 500 ? 8 : 64;
         auto pct = [&](double us) { return 100.0 * bytes / (us * 1e-6) / 1e9 / copy; };
         printf("%6.0f MB (%d copies, ideal at copy rate %.1f us)\n", m, ncw, bytes / (copy * 1e9) * 1e6);
@@ -250,8 +249,7 @@ int main(void) {
                    "   graph: k_read<8> %7.2f us %4.0f%%   k_read_pdl<8> %7.2f us %4.0f%%\n",
                    grid, u4, pct(u4), u8, pct(u8), p8, pct(p8), g8, pct(g8), gp8, pct(gp8));
         }
-        for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
-        cudaFree((void *)d0);
+        for (int i = 0; i < ncw; i++) cudaFree((void *)cw[i]);
     }
     cudaFree(out);
     return 0;

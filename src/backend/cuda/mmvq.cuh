@@ -224,6 +224,22 @@ __device__ __forceinline__ void mmvq_cols(const SRC &src, int T, int g, int t, c
     }
 }
 
+/* The start of every mmvq_sb*: the integer sums A zeroed, and B's k-th
+ * 16 bytes of each token pair (zeros past T). */
+template <int TL, int NP>
+__device__ __forceinline__ void mmvq_azero(int (&A)[TL][NP][4]) {
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++)
+#pragma unroll
+        for (int p = 0; p < NP; p++) A[tl][p][0] = A[tl][p][1] = A[tl][p][2] = A[tl][p][3] = 0;
+}
+
+template <int NP, class SRC>
+__device__ __forceinline__ void mmvq_bload(const SRC &src, const uint4 *const (&bp)[NP], int k, uint4 (&bb)[NP]) {
+#pragma unroll
+    for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
+}
+
 /* The MMAs and the fp32 update of one super-block (activations from src)
  * for the warp's two tiles w[0], w[1] and token pairs 0..NP-1.
  * acc[tl][p][2 r + e]: tile tl's row g + 8 r, column 2 t + e of pair p. */
@@ -242,15 +258,11 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
     float sx[NP][2];
     mmvq_cols<NP>(src, T, g, t, bp, sx);
     int A[TL][NP][4];
-#pragma unroll
-    for (int tl = 0; tl < TL; tl++)
-#pragma unroll
-        for (int p = 0; p < NP; p++) A[tl][p][0] = A[tl][p][1] = A[tl][p][2] = A[tl][p][3] = 0;
+    mmvq_azero(A);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         uint4 bb[NP];
-#pragma unroll
-        for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
+        mmvq_bload<NP>(src, bp, k, bb);
 #pragma unroll
         for (int tl = 0; tl < TL; tl++) {
             uint32_t lo[2][2], hi[2][2];
@@ -368,8 +380,7 @@ __device__ __forceinline__ void mmvq_sb8(const mmvq_raw8 *w, float (*acc)[NP][4]
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         uint4 bb[NP];
-#pragma unroll
-        for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
+        mmvq_bload<NP>(src, bp, k, bb);
 #pragma unroll
         for (int tl = 0; tl < TL; tl++)
 #pragma unroll
@@ -462,15 +473,11 @@ __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4]
     mmvq_cols<NP>(src, T, g, t, bp, sx);
     const uint32_t lo = t < 2 ? 0xFFFFFFFFu : 0u, hi = ~lo; /* the lanes of a sub-block's first, second 16 */
     int A[TL][NP][4];
-#pragma unroll
-    for (int tl = 0; tl < TL; tl++)
-#pragma unroll
-        for (int p = 0; p < NP; p++) A[tl][p][0] = A[tl][p][1] = A[tl][p][2] = A[tl][p][3] = 0;
+    mmvq_azero(A);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         uint4 bb[NP];
-#pragma unroll
-        for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
+        mmvq_bload<NP>(src, bp, k, bb);
 #pragma unroll
         for (int tl = 0; tl < TL; tl++) {
             uint32_t sw[2]; /* [row]: scales 4 k .. 4 k + 3, from lane (g, k) */
