@@ -21,8 +21,10 @@
  * back on stream 0 and captured in a CUDA graph (as the decode step runs).
  *
  * First, a table of the Q4_K decode matvec's load pattern on its four
- * shapes (k_pat, k_run below; bench/results/2026-12-03f-h200.md section 1);
- * PATTERN_ONLY=1 in the environment stops after it.
+ * shapes (k_pat, k_run below; bench/results/2026-12-03f-h200.md section 1)
+ * and one line for the Q6_K output head's (k_pat6; added after the
+ * session's last device call: not yet run); PATTERN_ONLY=1 in the
+ * environment stops after them.
  *
  *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh stream_lab */
 #include "lab.cuh"
@@ -154,6 +156,60 @@ __global__ void __launch_bounds__(256) k_run(const uint8_t *__restrict__ w, int6
     if (lane == 0) atomicXor(out + (blockIdx.x & 4095), acc);
 }
 
+/* The Q6_K output head's matvec (mmv6.cuh, k_mmv6) pattern without its
+ * arithmetic: one 16-row tile per warp, ks warps over K, per super-block
+ * lane (g, t) reads rows g, g + 8: 8 ql words at 64 n + 16 i + 4 t, 4 qh
+ * words at 128 + 32 n + 16 i + 4 t, the 4 scale words and d (super-blocks
+ * of odd sb start 2 bytes past a word: each word as two 16-bit loads, as
+ * mmv6_ld32 does). LIN: the same bytes per warp as one 3,360-byte run per
+ * tile and super-block (a tile-major order). */
+template <bool LIN>
+__global__ void __launch_bounds__(256) k_pat6(const uint8_t *__restrict__ w, int64_t in, int64_t n_out,
+                                             uint32_t *__restrict__ out) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
+    const int nsb = (int)(in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    const size_t rb = (size_t)nsb * 210;
+    uint32_t acc = 0;
+#pragma unroll 1
+    for (int sb = sb0; sb < sb1; sb++) {
+        if (LIN) {
+            const uint8_t *p = w + ((size_t)blockIdx.x * nsb + sb) * 3360;
+            uint32_t v[27];
+#pragma unroll
+            for (int i = 0; i < 27; i++) v[i] = 32 * i + lane < 840 ? __ldg((const uint32_t *)p + 32 * i + lane) : 0u;
+#pragma unroll
+            for (int i = 0; i < 27; i++) acc ^= v[i];
+        } else {
+            const bool al = (sb & 1) == 0;
+            auto ld = [&](const uint8_t *q) -> uint32_t {
+                if (al) return __ldg((const uint32_t *)q);
+                return (uint32_t)__ldg((const unsigned short *)q) | ((uint32_t)__ldg((const unsigned short *)(q + 2)) << 16);
+            };
+            uint32_t v[2][17];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint8_t *b = w + (size_t)(16 * blockIdx.x + g + 8 * r) * rb + (size_t)sb * 210;
+#pragma unroll
+                for (int n = 0; n < 2; n++) {
+#pragma unroll
+                    for (int i = 0; i < 4; i++) v[r][4 * n + i] = ld(b + 64 * n + 16 * i + 4 * t);
+#pragma unroll
+                    for (int i = 0; i < 2; i++) v[r][8 + 2 * n + i] = ld(b + 128 + 32 * n + 16 * i + 4 * t);
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) v[r][12 + i] = ld(b + 192 + 4 * i);
+                v[r][16] = __ldg((const unsigned short *)(b + 208));
+            }
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int i = 0; i < 17; i++) acc ^= v[r][i];
+        }
+    }
+    acc = __reduce_xor_sync(0xFFFFFFFFu, acc);
+    if (lane == 0) atomicXor(out + (blockIdx.x & 4095), acc);
+}
+
 /* A buffer of random bytes on the device and copies of it (> L2 in all,
  * lab_copies; cw[0] is the original). Returns the count; the caller frees
  * them all. */
@@ -226,6 +282,21 @@ int main(void) {
         printf("k_nop                      %7.2f us   in a graph %7.2f us\n", us, gu);
     }
     pattern_table(copy, out);
+    { /* the Q6_K output head of the 9B, {4096, 248320}, 834 MB: a few launches */
+        const int64_t in = 4096, n_out = 248320;
+        const size_t bytes = (size_t)n_out * (in / 256) * 210;
+        const uint8_t *cw[64];
+        const int ncw = random_copies(bytes, cw);
+        auto pct = [&](double us) { return 100.0 * bytes / (us * 1e-6) / 1e9 / copy; };
+        auto run = [&](auto kernel) {
+            return lab_graph_us([&](int i, cudaStream_t s) { lab_launch(kernel, (unsigned)(n_out / 16), 128, 0, s, false, cw[i], in, n_out, out); },
+                                8, ncw);
+        };
+        const double r = run(k_pat6<false>), l = run(k_pat6<true>);
+        printf("Q6_K head {4096, 248320} %.0f MB, mmv6's pattern (k_pat6): rows %7.1f us %4.0f%%  |  tile runs %7.1f us %4.0f%%\n",
+               bytes / 1e6, r, pct(r), l, pct(l));
+        for (int i = 0; i < ncw; i++) cudaFree((void *)cw[i]);
+    }
     if (getenv("PATTERN_ONLY")) return 0;
     static const double mb[] = {14, 28, 56, 112, 834};
     for (double m : mb) {
