@@ -33,10 +33,15 @@
  * row the same bits. Error: ~2.5e-6 of max|y| (k_mmv: 5e-7), within the
  * gate's 1e-5. A NaN or Inf among a super-block's x makes its 2^-e NaN.
  *
+ * Block layout: a warp owns one 16-row tile (two for swiglu: gate and up)
+ * and a fixed super-block range of it (ks = mmv_ks(in / 256) warps per
+ * block); mmvq_tl has the measurements.
+ *
  * Q6_K rows (mmvq_raw6, mmvq_sb6: q - 32 as s8, two MMAs per sub-block for
  * its 16-element scales) and Q8_0 rows (mmvq_raw8, mmvq_sb8: the int8
- * weights themselves as A) use the same prep and epilogue. The Q8_0 path has
- * not run on a GPU yet and is off unless MEMRA_MMVQ8=1 (matmul.cu).
+ * weights themselves as A) use the same prep and epilogue. Both pass the
+ * gates on the H200 but are not faster than the paths they would replace,
+ * so matmul.cu takes them only under MEMRA_MMVQ6=1 / MEMRA_MMVQ8=1.
  *
  * Contract: in % 256 == 0, rows 16-byte aligned for Q4_K and Q8_0 (so are
  * their 144-byte blocks and 272-byte super-blocks), 2-byte for Q6_K, x and
@@ -324,7 +329,7 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
     }
 }
 
-/* Q8_0 (NOT YET RUN ON A GPU: behind MEMRA_MMVQ8=1, see matmul.cu). The
+/* Q8_0 (behind MEMRA_MMVQ8=1: correct, 30% slower than k_matvec_multi). The
  * same planes and epilogue; A = the int8 weights themselves (mma.sync
  * m16n8k32 s8 x s8), one MMA per 32-weight block and token pair, and the
  * block's fp16 scale applied in fp32 per block: acc_n = fma((float)C_n,
