@@ -41,8 +41,8 @@ static uint8_t *tm_repack(const uint8_t *w, int64_t n_out, int nsb) {
     uint8_t *o = (uint8_t *)malloc(rb * (size_t)n_out);
     for (int64_t r = 0; r < n_out; r++)
         for (int sb = 0; sb < nsb; sb++)
-            memcpy(o + (((size_t)(r / 16) * nsb + sb) * 16 + (size_t)(r % 16)) * 144, w + (size_t)r * rb + (size_t)sb * 144,
-                   144);
+            memcpy(o + (((size_t)(r / 16) * nsb + sb) * 16 + (size_t)(r % 16)) * 144,
+                   w + (size_t)r * rb + (size_t)sb * 144, 144);
     return o;
 }
 
@@ -79,14 +79,15 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 2) k_tm(mmv_args a, const uin
         const int s = (sb - sb0) % DD;
         const uint32_t b = bar0 + 16 * s, dst = (uint32_t)__cvta_generic_to_shared(ring + s * TM_TILE_B);
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(TM_TILE_B) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                     "l"(tile + (size_t)sb * TM_TILE_B), "r"(TM_TILE_B), "r"(b)
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(dst), "l"(tile + (size_t)sb * TM_TILE_B), "r"(TM_TILE_B), "r"(b)
                      : "memory");
     };
     mmvq_raw cur[1];
     if constexpr (D > 0) {
         if (lane == 0) {
-            for (int s = 0; s < D; s++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 16 * s) : "memory");
+            for (int s = 0; s < D; s++)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 16 * s) : "memory");
             asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
             for (int sb = sb0; sb < sb1 && sb < sb0 + D - 1; sb++) issue(sb);
         }
@@ -201,7 +202,8 @@ int main(int argc, char **argv) {
     const double ep = check(hp);
     fails += !(ep <= 1e-5);
     const double gp = lab_graph_us([&](int i, cudaStream_t st) { prod(i, st); }, 64, ncw);
-    printf("prod (file layout, mmvq_launch)  %6.2f us %4.0f%%  err %.2e %s\n", gp, pct(gp), ep, ep <= 1e-5 ? "ok" : "FAIL");
+    printf("prod (file layout, mmvq_launch)  %6.2f us %4.0f%%  err %.2e %s\n", gp, pct(gp), ep,
+           ep <= 1e-5 ? "ok" : "FAIL");
     static const int ds[] = {0, 2, 3, 4};
     for (int d : ds) {
         CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
@@ -210,10 +212,10 @@ int main(int argc, char **argv) {
         const int same = !memcmp(hv, hp, sizeof(float) * n_out);
         fails += !(e <= 1e-5) + !same;
         const double gu = lab_graph_us([&](int i, cudaStream_t st) { tm(d, i, st); }, 64, nct);
-        printf("%-32s %6.2f us %4.0f%%  err %.2e %s  == prod %s\n",
-               d ? (d == 2 ? "ring D=2 (tile-major, bulk)" : d == 3 ? "ring D=3 (tile-major, bulk)" : "ring D=4 (tile-major, bulk)")
-                 : "tm (tile-major, registers)",
-               gu, pct(gu), e, e <= 1e-5 ? "ok" : "FAIL", same ? "yes" : "NO");
+        char name[40];
+        snprintf(name, sizeof name, d ? "ring D=%d (tile-major, bulk)" : "tm (tile-major, registers)", d);
+        printf("%-32s %6.2f us %4.0f%%  err %.2e %s  == prod %s\n", name, gu, pct(gu), e, e <= 1e-5 ? "ok" : "FAIL",
+               same ? "yes" : "NO");
     }
     for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
     for (int i = 1; i < nct; i++) cudaFree((void *)ct[i]);

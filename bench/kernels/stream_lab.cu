@@ -80,7 +80,8 @@ __global__ void __launch_bounds__(256) k_pat(const uint8_t *__restrict__ w, int6
                 const uint4 *p = (const uint4 *)(w + ((size_t)tile * nsb + sb) * 2304);
                 uint4 v[5];
 #pragma unroll
-                for (int i = 0; i < 5; i++) v[i] = i < 4 || lane < 16 ? __ldg(p + 32 * i + lane) : make_uint4(0, 0, 0, 0);
+                for (int i = 0; i < 5; i++) /* 144 words: 4 full rounds and half a fifth */
+                    v[i] = i < 4 || lane < 16 ? __ldg(p + 32 * i + lane) : make_uint4(0, 0, 0, 0);
 #pragma unroll
                 for (int i = 0; i < 5; i++) acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
             } else {
@@ -137,15 +138,17 @@ __global__ void __launch_bounds__(256) k_run(const uint8_t *__restrict__ w, int6
             asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         }
         __syncwarp();
-        if (lane == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(16 * runb) : "memory");
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(16 * runb) : "memory");
         __syncwarp();
         if (lane < 16) {
             const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst + lane * runb);
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
-                         "l"(base + (size_t)lane * rb), "r"(runb), "r"(b)
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(d), "l"(base + (size_t)lane * rb), "r"(runb), "r"(b)
                          : "memory");
         }
-        asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra W;\n}" ::"r"(b)
+        asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra W;\n}"
+                     ::"r"(b)
                      : "memory");
         for (int i = lane; i < n16; i += 32) {
             const uint4 v = *(const uint4 *)(dst + 16 * i);
@@ -183,7 +186,8 @@ __global__ void __launch_bounds__(256) k_pat6(const uint8_t *__restrict__ w, int
             const bool al = (sb & 1) == 0;
             auto ld = [&](const uint8_t *q) -> uint32_t {
                 if (al) return __ldg((const uint32_t *)q);
-                return (uint32_t)__ldg((const unsigned short *)q) | ((uint32_t)__ldg((const unsigned short *)(q + 2)) << 16);
+                const uint32_t lo = __ldg((const unsigned short *)q), hi = __ldg((const unsigned short *)(q + 2));
+                return lo | (hi << 16);
             };
             uint32_t v[2][17];
 #pragma unroll
@@ -245,8 +249,8 @@ static void pattern_table(double copy, uint32_t *out) {
         };
         const double p2 = run(k_pat<2, false>, 2), p1 = run(k_pat<1, false>, 1), l2 = run(k_pat<2, true>, 2),
                      l1 = run(k_pat<1, true>, 1);
-        printf("  {%5lld, %5lld} %5.1f MB ks %d: rows TL2 %6.2f us %4.0f%%  TL1 %6.2f us %4.0f%%  |  tile runs TL2 %6.2f us "
-               "%4.0f%%  TL1 %6.2f us %4.0f%%\n",
+        printf("  {%5lld, %5lld} %5.1f MB ks %d: rows TL2 %6.2f us %4.0f%%  TL1 %6.2f us %4.0f%%  |  "
+               "tile runs TL2 %6.2f us %4.0f%%  TL1 %6.2f us %4.0f%%\n",
                (long long)in, (long long)n_out, bytes / 1e6, ks, p2, pct(p2), p1, pct(p1), l2, pct(l2), l1, pct(l1));
         /* row runs, at the production K split and at twice it (more warps, shorter runs) */
         for (int kk = ks; kk <= 2 * ks && kk <= MMV_KS_MAX_LAB; kk += ks) {
@@ -261,8 +265,8 @@ static void pattern_table(double copy, uint32_t *out) {
                     64, ncw);
             };
             const double r0 = rr(k_run<0>, 0), r1 = smem <= 200 * 1024 ? rr(k_run<1>, smem) : 0.0;
-            printf("      ks %2d: row runs, lanes %6.2f us %4.0f%%   bulk copies %6.2f us %4.0f%%\n", kk, r0, pct(r0), r1,
-                   r1 > 0 ? pct(r1) : 0.0);
+            printf("      ks %2d: row runs, lanes %6.2f us %4.0f%%   bulk copies %6.2f us %4.0f%%\n", kk, r0, pct(r0),
+                   r1, r1 > 0 ? pct(r1) : 0.0);
         }
         for (int i = 0; i < ncw; i++) cudaFree((void *)cw[i]);
     }
@@ -289,11 +293,14 @@ int main(void) {
         const int ncw = random_copies(bytes, cw);
         auto pct = [&](double us) { return 100.0 * bytes / (us * 1e-6) / 1e9 / copy; };
         auto run = [&](auto kernel) {
-            return lab_graph_us([&](int i, cudaStream_t s) { lab_launch(kernel, (unsigned)(n_out / 16), 128, 0, s, false, cw[i], in, n_out, out); },
-                                8, ncw);
+            auto one = [&](int i, cudaStream_t s) {
+                lab_launch(kernel, (unsigned)(n_out / 16), 128, 0, s, false, cw[i], in, n_out, out);
+            };
+            return lab_graph_us(one, 8, ncw);
         };
         const double r = run(k_pat6<false>), l = run(k_pat6<true>);
-        printf("Q6_K head {4096, 248320} %.0f MB, mmv6's pattern (k_pat6): rows %7.1f us %4.0f%%  |  tile runs %7.1f us %4.0f%%\n",
+        printf("Q6_K head {4096, 248320} %.0f MB, mmv6's pattern (k_pat6): rows %7.1f us %4.0f%%  |  "
+               "tile runs %7.1f us %4.0f%%\n",
                bytes / 1e6, r, pct(r), l, pct(l));
         for (int i = 0; i < ncw; i++) cudaFree((void *)cw[i]);
     }
