@@ -107,14 +107,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 2) k_tm(mmv_args a, const uin
             __syncwarp();
             if (lane == 0 && sb + D - 1 < sb1) issue(sb + D - 1);
             const uint32_t b = bar0 + 16 * s, par = (uint32_t)((it / DD) & 1);
-            uint32_t done;
-            do
-                asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                             " selp.u32 %0, 1, 0, p;\n}"
-                             : "=r"(done)
-                             : "r"(b), "r"(par)
-                             : "memory");
-            while (!done);
+            mbar_wait(b, par);
             tm_load_sh(cur[0], ring + s * TM_TILE_B, g, t);
         } else if (sb > sb0) {
             tm_load_sh(cur[0], tile + (size_t)sb * TM_TILE_B, g, t);

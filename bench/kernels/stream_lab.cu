@@ -147,9 +147,7 @@ __global__ void __launch_bounds__(256) k_run(const uint8_t *__restrict__ w, int6
                          ::"r"(d), "l"(base + (size_t)lane * rb), "r"(runb), "r"(b)
                          : "memory");
         }
-        asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra W;\n}"
-                     ::"r"(b)
-                     : "memory");
+        mbar_wait(b, 0);
         for (int i = lane; i < n16; i += 32) {
             const uint4 v = *(const uint4 *)(dst + 16 * i);
             acc ^= v.x ^ v.y ^ v.z ^ v.w;

@@ -102,6 +102,19 @@ __device__ __forceinline__ void pdl_start(void) {
 #endif
 }
 
+/* Spins until the shared-memory mbarrier at bar (a shared-window address)
+ * completes the phase of the given parity (the bulk-copy rings). */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    while (!done);
+}
+
 /* The weight that block b of a multi-weight launch belongs to (mv_multi_args,
  * mmv_args): blk0[wi] <= b < blk0[wi + 1], wi < 4. */
 __device__ __forceinline__ int cuda_blk_owner(const int (&blk0)[5], int b) {

@@ -436,14 +436,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
 #pragma unroll 1
         for (int it = 0; it < nit; it++) {
             const uint32_t b = bar + 8 * (it % RS), par = (uint32_t)(it / RS) & 1u;
-            uint32_t done;
-            do
-                asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                             " selp.u32 %0, 1, 0, p;\n}"
-                             : "=r"(done)
-                             : "r"(b), "r"(par)
-                             : "memory");
-            while (!done);
+            mbar_wait(b, par);
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* slot (it - 1) % RS: generic reads before async writes */
             __syncwarp();
             if (it + RS - 1 < nit) issue(sb0 + it + RS - 1, (it + RS - 1) % RS);
