@@ -99,7 +99,8 @@ static int mmv6_use(uint32_t type, int64_t in) {
  * with two tiles per warp); Q8_0 9b q8_0 174-176 against k_matvec_multi's
  * 249. Rows whose planes do not fit the backend's buffer keep the other
  * paths. */
-static int mmvq_opt_in(const char *name, int *on) {
+static int mmvq_opt_in(const char *name, int *on, uint32_t want, uint32_t type, int64_t in, int64_t T) {
+    if (type != want || in % 256 || T <= 0 || T >= MM_TC_MIN_T || !mmvq_fits(T, in)) return 0;
     if (*on < 0) {
         const char *e = getenv(name);
         *on = e && strcmp(e, "1") == 0;
@@ -109,14 +110,12 @@ static int mmvq_opt_in(const char *name, int *on) {
 
 static int mmvq6_use(uint32_t type, int64_t in, int64_t T) {
     static int on = -1;
-    return mmvq_opt_in("MEMRA_MMVQ6", &on) && type == MEMRA_TYPE_Q6_K && in % 256 == 0 && T > 0 &&
-           T < MM_TC_MIN_T && mmvq_fits(T, in);
+    return mmvq_opt_in("MEMRA_MMVQ6", &on, MEMRA_TYPE_Q6_K, type, in, T);
 }
 
 static int mmvq8_use(uint32_t type, int64_t in, int64_t T) {
     static int on = -1;
-    return mmvq_opt_in("MEMRA_MMVQ8", &on) && type == MEMRA_TYPE_Q8_0 && in % 256 == 0 && T > 0 &&
-           T < MM_TC_MIN_T && mmvq_fits(T, in);
+    return mmvq_opt_in("MEMRA_MMVQ8", &on, MEMRA_TYPE_Q8_0, type, in, T);
 }
 
 /* The tensor-core matvec path of a T < 16 matmul: 1 (Q4_K), 4 (Q8_0, int8,
