@@ -76,6 +76,16 @@ static inline void lab_get(float *h, const float *d, size_t n) {
     CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
+/* max |got - ref| / mref over n rows; a NaN anywhere makes it NaN (so it fails every <= bar) */
+static inline double lab_err(const float *got, const float *ref, int64_t n, double mref) {
+    double e = 0;
+    for (int64_t o = 0; o < n; o++) {
+        const double d = fabs((double)got[o] - ref[o]);
+        if (!(d <= e)) e = d;
+    }
+    return e / mref;
+}
+
 /* a device copy of `bytes` host bytes (64 more allocated: the decoders may read a little past a row) */
 template <class TP>
 static inline TP *lab_dev(const TP *h, size_t bytes) {

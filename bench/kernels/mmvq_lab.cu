@@ -306,13 +306,7 @@ int main(int argc, char **argv) {
     CK(cudaGetLastError());
     lab_get(hy, dy, n_out);
     lab_get(hm, dm, n_out);
-    double e_q = 0, e_m = 0;
-    for (int64_t o = 0; o < n_out; o++) {
-        const double dq = fabs((double)hy[o] - ref[o]), dmm = fabs((double)hm[o] - ref[o]);
-        if (!(dq <= e_q)) e_q = dq;
-        if (!(dmm <= e_m)) e_m = dmm;
-    }
-    e_q /= mref, e_m /= mref;
+    const double e_q = lab_err(hy, ref, n_out, mref), e_m = lab_err(hm, ref, n_out, mref);
     const int ok = e_q <= 1e-5;
     const int NS = 64; /* launches per stream timing */
     const double u_prod = lab_time_us(prod), u_prep = lab_time_us(prep), u_mv = lab_time_us(mv);
@@ -345,12 +339,7 @@ int main(int argc, char **argv) {
         CK(cudaGetLastError());
         float *hv = hm; /* reused */
         lab_get(hv, dy, n_out);
-        double ev = 0;
-        for (int64_t o = 0; o < n_out; o++) {
-            const double dv = fabs((double)hv[o] - ref[o]);
-            if (!(dv <= ev)) ev = dv;
-        }
-        ev /= mref;
+        const double ev = lab_err(hv, ref, n_out, mref);
         const int same = vks[var] ? -1 : !memcmp(hv, hy, sizeof(float) * n_out);
         if (same == 0 || !(ev <= 1e-5)) fails++;
         const double u = lab_time_us(mv), su = lab_stream_us([&](int i) { mvw(cw[i]); }, NS, ncw);
@@ -385,12 +374,7 @@ int main(int argc, char **argv) {
                 CK(cudaDeviceSynchronize());
                 CK(cudaGetLastError());
                 lab_get(hm, dy, n_out);
-                double ev = 0;
-                for (int64_t o = 0; o < n_out; o++) {
-                    const double dv = fabs((double)hm[o] - ref[o]);
-                    if (!(dv <= ev)) ev = dv;
-                }
-                ev /= mref;
+                const double ev = lab_err(hm, ref, n_out, mref);
                 const int okp = nwon || ev <= 1e-5;
                 fails += !okp;
                 const double su = lab_stream_us(
@@ -454,12 +438,7 @@ int main(int argc, char **argv) {
                 pair(0, 0, false, tl);
             CK(cudaDeviceSynchronize());
             lab_get(hm, dy, n_out);
-            double ev = 0;
-            for (int64_t o = 0; o < n_out; o++) {
-                const double dv = fabs((double)hm[o] - refn[o]);
-                if (!(dv <= ev)) ev = dv;
-            }
-            ev /= mrefn;
+            const double ev = lab_err(hm, refn, n_out, mrefn);
             fails += !(ev <= 1e-5);
             printf("PIPE %s vs CPU (rmsnorm, then the rows): %.2e %s\n",
                    tl == 3 ? "production (mmvq_launch)" : tl == 1 ? "TL1 k_mmvq_prep + k_mmvq_lab" : "TL2 k_mmvq_prep + k_mmvq_lab",
