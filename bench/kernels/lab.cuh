@@ -125,6 +125,25 @@ static inline lab_mv lab_mv_make(uint32_t type, int64_t in, int64_t n_out, int T
     return m;
 }
 
+/* The CPU reference of the layer's input norm, then the rows, for token 0
+ * of m: refn[o] = row o . ((x / rms(x)) * nw) (rmsnorm's formula, the sum of
+ * squares in double); returns max |refn|. */
+static inline double lab_norm_ref(const lab_mv *m, uint32_t type, int64_t in, int64_t n_out, const float *nw,
+                                  float eps, float *refn) {
+    double ss = 0;
+    for (int64_t i = 0; i < in; i++) ss += (double)m->hx[i] * m->hx[i];
+    const float inv = 1.0f / sqrtf((float)(ss / (double)in) + eps);
+    float *xn = (float *)malloc(sizeof(float) * in);
+    for (int64_t i = 0; i < in; i++) xn[i] = (m->hx[i] * inv) * nw[i];
+    double mref = 0;
+    for (int64_t o = 0; o < n_out; o++) {
+        refn[o] = memra_dot_row(type, m->hw + o * m->rb, xn, in);
+        mref = fmax(mref, fabs(refn[o]));
+    }
+    free(xn);
+    return mref;
+}
+
 static inline void lab_mv_free(lab_mv *m) {
     free(m->hw), free(m->hx), free(m->ref);
     cudaFree(m->dw), cudaFree(m->dx);

@@ -395,16 +395,8 @@ int main(int argc, char **argv) {
      * k_mmv with the norm fused, in a graph with and without PDL */
     {
         const float eps = 1e-6f;
-        double ss = 0;
-        for (int64_t i = 0; i < in; i++) ss += (double)pb.hx[i] * pb.hx[i];
-        const float inv = 1.0f / sqrtf((float)(ss / (double)in) + eps);
-        float *xn = (float *)malloc(sizeof(float) * in), *refn = (float *)malloc(sizeof(float) * n_out);
-        for (int64_t i = 0; i < in; i++) xn[i] = (pb.hx[i] * inv) * hnw[i];
-        double mrefn = 0;
-        for (int64_t o = 0; o < n_out; o++) {
-            refn[o] = memra_dot_row(TY, pb.hw + o * rb, xn, in);
-            mrefn = fmax(mrefn, fabs(refn[o]));
-        }
+        float *refn = (float *)malloc(sizeof(float) * n_out);
+        const double mrefn = lab_norm_ref(&pb, TY, in, n_out, hnw, eps, refn);
         mmv_args ka = a;
         ka.nw = dnw, ka.eps = eps;
         auto kmmv = [&](int i, cudaStream_t st, bool pdl) {
@@ -454,7 +446,7 @@ int main(int argc, char **argv) {
                "%4.0f%%  PDL TL1 %6.1f us %4.0f%%  PDL TL2 %6.1f us %4.0f%%  production %6.1f us %4.0f%%\n",
                g0, pct(g0), g1, pct(g1), p0, pct(p0), p1, pct(p1), p2, pct(p2), pp, pct(pp));
         cudaFree(pbuf);
-        free(xn), free(refn);
+        free(refn);
     }
     cudaFree(dnw), free(hnw);
     for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);

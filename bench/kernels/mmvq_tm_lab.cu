@@ -134,18 +134,9 @@ int main(int argc, char **argv) {
     const size_t rb = pb.rb, wb = pb.wb;
     /* the CPU reference of rmsnorm then the rows */
     const float eps = 1e-6f;
-    float *hnw = (float *)malloc(sizeof(float) * in), *xn = (float *)malloc(sizeof(float) * in);
+    float *hnw = (float *)malloc(sizeof(float) * in), *refn = (float *)malloc(sizeof(float) * n_out);
     for (int64_t i = 0; i < in; i++) hnw[i] = rf(0.5f, 1.5f);
-    double ss = 0;
-    for (int64_t i = 0; i < in; i++) ss += (double)pb.hx[i] * pb.hx[i];
-    const float inv = 1.0f / sqrtf((float)(ss / (double)in) + eps);
-    for (int64_t i = 0; i < in; i++) xn[i] = (pb.hx[i] * inv) * hnw[i];
-    float *refn = (float *)malloc(sizeof(float) * n_out);
-    double mrefn = 0;
-    for (int64_t o = 0; o < n_out; o++) {
-        refn[o] = memra_dot_row(TY, pb.hw + o * rb, xn, in);
-        mrefn = fmax(mrefn, fabs(refn[o]));
-    }
+    const double mrefn = lab_norm_ref(&pb, TY, in, n_out, hnw, eps, refn);
     float *dnw = lab_dev(hnw, sizeof(float) * in);
     uint8_t *htm = tm_repack(pb.hw, n_out, nsb);
     const uint8_t *dtm = lab_dev(htm, wb);
@@ -208,6 +199,6 @@ int main(int argc, char **argv) {
     for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
     for (int i = 1; i < nct; i++) cudaFree((void *)ct[i]);
     cudaFree((void *)dtm), cudaFree(dnw), cudaFree(pbuf), cudaFree(dy);
-    lab_mv_free(&pb), free(hnw), free(xn), free(refn), free(hp), free(hv);
+    lab_mv_free(&pb), free(hnw), free(refn), free(hp), free(hv);
     return fails ? 1 : 0;
 }
