@@ -77,28 +77,44 @@ memra_status cuda_xs_reserve(memra_backend *be, size_t bytes); /* the same for x
  *
  * A decode step is ~240-470 small kernels in a row. Every kernel of this
  * folder is launched by cuda_launch and calls pdl_start() before it reads or
- * writes anything. With MEMRA_PDL=1 (sm_90+) the launches carry programmatic
- * stream serialization: a kernel's blocks may be scheduled while the
- * previous kernel's last blocks drain, and griddepcontrol.wait returns when
- * that kernel has completed and its writes are visible (it waited for its
- * own predecessor in turn, so everything before is complete too). No kernel
- * calls griddepcontrol.launch_dependents, so the next grid launches as the
- * last blocks exit. Results do not change: the same instructions run on the
- * same data, only the start times move.
- * Measured on the H200 (bench/results/2026-12-03-h200.md): +0.2..1.5%
- * decode, inside the run-to-run noise, so it stays off by default; letting
- * every kernel trigger its dependents at its start was 5-7% slower (the
- * early blocks take SM slots wherever they are free and the next matvec
- * runs unbalanced), and an L2 prefetch of a block's weight rows before the
- * wait 7-17% slower. Launched without the attribute (sm_80, MEMRA_PDL unset)
- * the wait returns at once. */
-extern int cuda_pdl; /* 1: launch with PDL (sm_90+ and MEMRA_PDL=1), set at backend init */
+ * writes anything. On sm_90+ (unless MEMRA_PDL=0) the launches carry
+ * programmatic stream serialization: a kernel's blocks may be scheduled
+ * while the previous kernel's last blocks drain, and griddepcontrol.wait
+ * returns when that kernel has completed and its writes are visible (it
+ * waited for its own predecessor in turn, so everything before is complete
+ * too). The int8 decode matvec k_mmvq calls pdl_trigger() when its weights
+ * are read, so the next grid launches during its epilogue; other kernels
+ * never trigger, so theirs launches as their last blocks exit. Results do
+ * not change: the same instructions run on the same data, only the start
+ * times move.
+ * Measured on the H200 (decode tok/s, interleaved A/B): PDL alone
+ * +0.2..1.5%, inside the noise (bench/results/2026-12-03-h200.md); with
+ * k_mmvq's trigger +3-4% on 9b, 27b and 35b-a3b
+ * (bench/results/2026-12-03g-h200.md), so it is on by default. The same
+ * trigger in k_mmv6 and k_matvec_multi changed nothing, in the MoE decode
+ * pair it cost 2.7% on 35b-a3b; letting every kernel trigger at its start
+ * was 5-7% slower (the early blocks take SM slots wherever they are free
+ * and the next matvec runs unbalanced), and an L2 prefetch of a block's
+ * weight rows before the wait 7-17% slower. Launched without the attribute
+ * (sm_80, MEMRA_PDL=0) the wait returns at once. */
+extern int cuda_pdl; /* 1: launch with PDL (sm_90+ unless MEMRA_PDL=0), set at backend init */
 extern int cuda_sm90; /* 1: the device has PDL (sm_90+): mmvq.cuh's pairs use it whatever cuda_pdl */
 
 /* Every kernel's first statement. */
 __device__ __forceinline__ void pdl_start(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Lets the next kernel launch once every block of this one has passed here
+ * (or exited); that kernel still waits in pdl_start() for this one's
+ * completion, so only start times move. k_mmvq calls it when its weights
+ * are read, before the epilogue: the next kernel's launch and first loads
+ * overlap the tail. Earlier is worse (the header above). */
+__device__ __forceinline__ void pdl_trigger(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

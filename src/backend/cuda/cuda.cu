@@ -358,10 +358,10 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
         return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: gdn counters, mmvq planes: %s", cudaGetErrorString(e));
     }
     if (!cuda_ops.alloc) cuda_ops_fill(&cuda_ops);
-    /* PDL (common.cuh) needs sm_90; off unless MEMRA_PDL=1: it measured
-     * inside the run-to-run noise on the H200 (bench/results/2026-12-03-h200.md) */
+    /* PDL (common.cuh) needs sm_90; on unless MEMRA_PDL=0 (+3-4% decode with
+     * the matvecs' pdl_trigger, bench/results/2026-12-03g-h200.md) */
     const char *pdl = getenv("MEMRA_PDL");
-    cuda_pdl = prop.major >= 9 && pdl && strcmp(pdl, "1") == 0;
+    cuda_pdl = prop.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
     cuda_sm90 = prop.major >= 9;
     be->ops = &cuda_ops;
     be->name = "cuda";

@@ -667,6 +667,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, MINB) k_mmvq(mmv_args a, cons
         else
             mmvq_sb<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
     }
+    pdl_trigger();
     mmvq_finish<NP, TL>(acc, mq_part, a, wi, rbase, nrow, nullptr);
 }
 
