@@ -1,48 +1,57 @@
-/* Lab (not wired into the backend): would a tile-major weight layout bring
- * the Q4_K int8 decode matvec to the read ceiling?
+/* Lab (not wired into the backend): what holds the Q4_K int8 decode
+ * matvec (mmvq.cuh) below the read ceiling, and would a tile-major weight
+ * layout or a shared-memory ring lift it?
  *
- * Why: stream_lab's k_pat (bench/results/2026-12-03f-h200.md, section 1)
- * reads k_mmvq's exact bytes without arithmetic at 62-79% of copy in the
- * file's layout (one tile per warp) but at 81-95% when each 16-row tile's
- * super-block is one 2,304-byte run. This lab asks whether the real
- * kernel keeps that gain. The layout is a reordering of whole 144-byte
- * blocks done once at upload: the block of row 16 tau + i, super-block sb
- * moves to ((tau nsb + sb) 16 + i) 144. Types, bytes and results are
- * unchanged.
+ * Tile-major: a reordering of whole blocks done once at upload; the block
+ * of row 16 tau + i, super-block sb moves to ((tau nsb + sb) 16 + i) bb (bb
+ * = 144 for Q4_K), so each 16-row tile's super-block is one 2,304-byte run.
+ * Types, bytes and results are unchanged. stream_lab's k_pat reads
+ * k_mmvq's bytes without arithmetic at 62-79% of copy in the file's layout
+ * and 81-95% tile-major (bench/results/2026-12-03f-h200.md).
  *
- * Variants, all on production's arithmetic (mmvq.cuh: k_mmvq_prep's
- * planes, mmvq_sb at TL = 1, mmvq_finish), so every output must be
- * memcmp-equal to production's pair (mmvq_launch, one tile per warp):
- *  - prod: mmvq_launch on the file's layout (what the backend runs);
- *  - tm:   k_tm<0>, production's register loads at tile-major addresses;
- *  - ring: k_tm<D>, D = 2, 3, 4, a per-warp ring of D super-blocks in
- *          shared memory, each filled by ONE 2,304-byte cp.async.bulk issued
- *          D - 1 super-blocks ahead (mbarrier per slot); the fragments come
- *          from shared memory. The bulk copies hold no registers.
- * Each as a PDL pipeline behind the prep (the input norm fused), 64 per
- * CUDA graph over rotating weight copies (> L2), % of copy. Checked: every
- * variant against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and
- * memcmp against prod.
+ * Variants (argument 3 "q6_k": production's Q6_K paths only), each run on
+ * production's arithmetic (k_mmvq_prep's planes, mmvq_sb at TL = 1,
+ * mmvq_finish), so every output must be memcmp-equal to the first one's:
+ *  0  the production pair (mmvq_launch) on the file's layout;
+ *  1  k_tm<0>: its register loads at tile-major addresses;
+ *  2  k_tm<2>: a per-warp ring of 2 super-blocks in shared memory, each
+ *     filled by one 2,304-byte cp.async.bulk (mbarrier per slot);
+ *  3  mmv6 (Q6_K's default decode kernel; its own bits);
+ *  4-9 k_cr<D, TMW>: a per-warp ring of D = 2, 3, 4 super-blocks filled by
+ *     the lanes' 16-byte cp.async, from the file's layout (4-6) or the
+ *     tile-major copy (7-9);
+ *  10 the production matvec alone, 11 the prep alone (SWEEP=1).
+ * Each pair is prep + matvec (the input norm fused), PDL, 64 per CUDA graph
+ * over rotating weight copies (> L2), % of copy. Checked: every variant
+ * against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and memcmp.
+ * KS=n runs production's kernel and the rings at another K split (warps per
+ * tile; other bits than mmv_ks, the same in every variant).
  *
- * Status: written after this session's device time ran out; compiled
- * (ptxas: k_tm<0> 105 registers, the rings 84, no spills), NOT YET RUN.
+ * Results (H200, bench/results/2026-12-03g-h200.md): the tile-major cp.async
+ * ring D = 2 is the best variant, 12-17% under the production pair on three
+ * of the four 9B / 27B decode shapes (47-55% of copy); every pair has a
+ * fixed ~6 us, after which the ring streams at 85% of copy.
  *
- *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh mmvq_tm_lab [in n_out] */
+ *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh mmvq_tm_lab [in n_out [q6_k]] */
 #include <math.h>
 
+#include <vector>
+
+#include "backend/cuda/mmv6.cuh"
 #include "backend/cuda/mmvq.cuh"
 #include "lab.cuh"
 
 #define TM_TILE_B (16 * 144) /* one tile's super-block */
 
-/* The tile-major copy of a Q4_K matrix of n_out rows (a multiple of 16). */
-static uint8_t *tm_repack(const uint8_t *w, int64_t n_out, int nsb) {
-    const size_t rb = (size_t)nsb * 144;
+/* The tile-major copy of a matrix of n_out rows (a multiple of 16) and
+ * super-blocks of bb bytes. */
+static uint8_t *tm_repack(const uint8_t *w, int64_t n_out, int nsb, size_t bb) {
+    const size_t rb = (size_t)nsb * bb;
     uint8_t *o = (uint8_t *)malloc(rb * (size_t)n_out);
     for (int64_t r = 0; r < n_out; r++)
         for (int sb = 0; sb < nsb; sb++)
-            memcpy(o + (((size_t)(r / 16) * nsb + sb) * 16 + (size_t)(r % 16)) * 144,
-                   w + (size_t)r * rb + (size_t)sb * 144, 144);
+            memcpy(o + (((size_t)(r / 16) * nsb + sb) * 16 + (size_t)(r % 16)) * bb,
+                   w + (size_t)r * rb + (size_t)sb * bb, bb);
     return o;
 }
 
@@ -57,15 +66,15 @@ __device__ __forceinline__ void tm_load_sh(mmvq_raw &w, const uint8_t *p, int g,
     }
 }
 
-/* Launch contract: grid n_out / 16, block 32 ks (ks = mmv_ks(nsb)), dynamic
- * shared memory tm_smem(D, ks); a.T = 1, a.y[0], a.n_out[0] as production.
- * Warp w takes super-blocks [w nsb / ks, (w + 1) nsb / ks) of tile
- * blockIdx.x, as k_mmvq at TL = 1. */
+/* Launch contract: grid n_out / 16, block 32 ks (ks <= 16; mmv_ks(nsb) in
+ * production), dynamic shared memory tm_smem(D, ks); a.T = 1, a.y[0],
+ * a.n_out[0] as production. Warp w takes super-blocks [w nsb / ks, (w + 1) nsb
+ * / ks) of tile blockIdx.x, as k_mmvq at TL = 1. */
 static size_t tm_smem(int d, int ks) { return (size_t)ks * d * (TM_TILE_B + 16) + mmvq_smem_bytes(1, 1, ks); }
 
 template <int D>
-__global__ void __launch_bounds__(32 * MMV_KS_MAX, 2) k_tm(mmv_args a, const uint8_t *__restrict__ tmw,
-                                                          const uint8_t *__restrict__ buf) {
+__global__ void __launch_bounds__(512, 1)
+    k_tm(mmv_args a, const uint8_t *__restrict__ tmw, const uint8_t *__restrict__ buf) {
     extern __shared__ __align__(128) uint8_t tm_sh[];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
     const int nsb = (int)(a.in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
@@ -75,7 +84,8 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 2) k_tm(mmv_args a, const uin
     uint8_t *ring = tm_sh + (size_t)wp * D * (TM_TILE_B + 16);
     const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(ring + D * TM_TILE_B);
     constexpr int DD = D > 0 ? D : 1;
-    auto issue = [&](int sb) { /* lane 0: super-block sb into slot (sb - sb0) % D */
+    /* lane 0: super-block sb into slot (sb - sb0) % D */
+    auto issue = [&](int sb) {
         const int s = (sb - sb0) % DD;
         const uint32_t b = bar0 + 16 * s, dst = (uint32_t)__cvta_generic_to_shared(ring + s * TM_TILE_B);
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(TM_TILE_B) : "memory");
@@ -115,21 +125,81 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 2) k_tm(mmv_args a, const uin
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
         mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
     }
+    pdl_trigger();
+    const int64_t rbase[1] = {(int64_t)blockIdx.x * 16}, nrow[1] = {a.n_out[0]};
+    mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
+}
+
+/* k_cr<D, TMW>: a per-warp ring of D super-blocks in shared memory filled
+ * by the lanes' own 16-byte cp.async (no TMA, no registers held): each
+ * slot is one tile's super-block, rows 144 bytes apart, copied from the
+ * file's layout (TMW = 0: the 16 rows' 144-byte blocks, 9 chunks each) or
+ * from the tile-major copy (TMW = 1: one 2,304-byte run). D - 1
+ * super-blocks are in flight while one is multiplied. Launch contract as
+ * k_tm; W is the file's matrix or the tile-major copy. */
+static size_t cr_smem(int d, int ks) { return (size_t)ks * d * TM_TILE_B + mmvq_smem_bytes(1, 1, ks); }
+
+template <int D, int TMW>
+__global__ void __launch_bounds__(512, 1)
+    k_cr(mmv_args a, const uint8_t *__restrict__ W, const uint8_t *__restrict__ buf) {
+    extern __shared__ __align__(128) uint8_t cr_sh[];
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
+    const int nsb = (int)(a.in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    float *part = (float *)(cr_sh + (size_t)ks * D * TM_TILE_B);
+    uint8_t *ring = cr_sh + (size_t)wp * D * TM_TILE_B;
+    const uint8_t *tile = W + (size_t)blockIdx.x * nsb * TM_TILE_B;  /* TMW */
+    const uint8_t *rows = W + (size_t)blockIdx.x * 16 * a.row_bytes; /* file */
+    /* every lane: its chunks of super-block sb into slot (sb - sb0) % D */
+    auto issue = [&](int sb) {
+        uint8_t *slot = ring + ((sb - sb0) % D) * TM_TILE_B;
+        for (int c = lane; c < TM_TILE_B / 16; c += 32) {
+            const uint8_t *src = TMW ? tile + (size_t)sb * TM_TILE_B + 16 * c
+                                     : rows + (size_t)(c / 9) * a.row_bytes + (size_t)sb * 144 + 16 * (c % 9);
+            const uint32_t dst = (uint32_t)__cvta_generic_to_shared(slot + 16 * c);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+        }
+    };
+    for (int k = 0; k < D - 1; k++) {
+        if (sb0 + k < sb1) issue(sb0 + k);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    pdl_start();
+    const float *S = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = S + (size_t)nsb * 8;
+    float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
+    mmvq_raw cur[1];
+#pragma unroll 1
+    for (int sb = sb0; sb < sb1; sb++) {
+        __syncwarp(); /* the slot about to be refilled was read at sb - 1 */
+        if (sb + D - 1 < sb1) issue(sb + D - 1);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");
+        __syncwarp(); /* every lane's chunks of sb */
+        tm_load_sh(cur[0], ring + ((sb - sb0) % D) * TM_TILE_B, g, t);
+        const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
+        mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
+    }
+    pdl_trigger();
     const int64_t rbase[1] = {(int64_t)blockIdx.x * 16}, nrow[1] = {a.n_out[0]};
     mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
 }
 
 int main(int argc, char **argv) {
     const int64_t in = argc > 2 ? atoll(argv[1]) : 4096, n_out = argc > 2 ? atoll(argv[2]) : 12288;
+    const bool q6 = argc > 3 && !strcmp(argv[3], "q6_k");
+    const uint32_t TY = q6 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
     const double copy = lab_init();
-    printf("mmvq_tm_lab: {%lld, %lld} Q4_K T=1 with the input norm; device-to-device copy %.0f GB/s\n", (long long)in,
-           (long long)n_out, copy);
+    printf("mmvq_tm_lab: {%lld, %lld} %s T=1 with the input norm; "
+           "device-to-device copy %.0f GB/s\n",
+           (long long)in, (long long)n_out, q6 ? "Q6_K" : "Q4_K", copy);
     if (in % 256 || n_out % 16) {
         printf("mmvq_tm_lab: in must be a multiple of 256, n_out of 16\n");
         return 1;
     }
-    const uint32_t TY = MEMRA_TYPE_Q4_K;
-    const int nsb = (int)(in / 256), ks = mmv_ks(nsb);
+    const int nsb = (int)(in / 256), ks = getenv("KS") ? atoi(getenv("KS")) : mmv_ks(nsb);
+    if (ks < 1 || ks > 16 || ks > nsb) {
+        printf("mmvq_tm_lab: KS must be 1..16 and at most in / 256\n");
+        return 1;
+    }
     lab_mv pb = lab_mv_make(TY, in, n_out, 1, 97);
     const size_t rb = pb.rb, wb = pb.wb;
     /* the CPU reference of rmsnorm then the rows */
@@ -138,7 +208,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < in; i++) hnw[i] = rf(0.5f, 1.5f);
     const double mrefn = lab_norm_ref(&pb, TY, in, n_out, hnw, eps, refn);
     float *dnw = lab_dev(hnw, sizeof(float) * in);
-    uint8_t *htm = tm_repack(pb.hw, n_out, nsb);
+    uint8_t *htm = tm_repack(pb.hw, n_out, nsb, rb / nsb);
     const uint8_t *dtm = lab_dev(htm, wb);
     free(htm);
     const uint8_t *cw[64], *ct[64];
@@ -152,49 +222,95 @@ int main(int argc, char **argv) {
     a.W[0] = pb.dw, a.n_out[0] = n_out, a.y[0] = dy, a.row_bytes = rb, a.in = in, a.T = 1, a.x = pb.dx;
     a.nw = dnw, a.eps = eps;
     mmv_blocks(&a, 1);
-    auto prod = [&](int i, cudaStream_t st) {
-        mmv_args b = a;
-        b.W[0] = cw[i];
-        CK(mmvq_launch(MEMRA_TYPE_Q4_K, b, pbuf, st, true));
-    };
-    CK(cudaFuncSetAttribute(k_tm<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(0, MMV_KS_MAX)));
-    CK(cudaFuncSetAttribute(k_tm<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(2, MMV_KS_MAX)));
-    CK(cudaFuncSetAttribute(k_tm<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(3, MMV_KS_MAX)));
-    CK(cudaFuncSetAttribute(k_tm<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(4, MMV_KS_MAX)));
-    auto tm = [&](int d, int i, cudaStream_t st) {
-        mmvq_prep_launch(pb.dx, dnw, eps, in, 1, pbuf, st);
-        auto k = d == 2 ? k_tm<2> : d == 3 ? k_tm<3> : d == 4 ? k_tm<4> : k_tm<0>;
-        lab_launch(k, (unsigned)(n_out / 16), 32u * (unsigned)ks, tm_smem(d, ks), st, true, a, ct[i],
-                   (const uint8_t *)pbuf);
-    };
+    static const char *names[] = {"int8 pair, file layout",        "registers, tile-major",
+                                  "bulk ring D=2, tile-major",     "mmv6, file layout",
+                                  "cp.async ring D=2, file",       "cp.async ring D=3, file",
+                                  "cp.async ring D=4, file",       "cp.async ring D=2, tile-major",
+                                  "cp.async ring D=3, tile-major", "cp.async ring D=4, tile-major",
+                                  "int8 matvec alone (no prep)",   "prep alone"};
+    auto tile_major = [](int v) { return v == 1 || v == 2 || (v >= 7 && v <= 9); };
+    auto prep = [&](cudaStream_t st) { mmvq_prep_launch(pb.dx, dnw, eps, in, 1, pbuf, st); };
+    auto run =
+        [&](int v, int i,
+            cudaStream_t st) { /* variant v on weight copy i */
+                               mmv_args b = a;
+                               b.W[0] = tile_major(v) ? ct[i] : cw[i];
+                               const unsigned grid = (unsigned)(n_out / 16), block = 32u * (unsigned)ks;
+                               if (v == 1 || v == 2) {
+                                   prep(st);
+                                   lab_launch(v == 2 ? k_tm<2> : k_tm<0>, grid, block, tm_smem(v == 2 ? 2 : 0, ks), st,
+                                              true, b, b.W[0], (const uint8_t *)pbuf);
+                               } else if (v >= 4 && v <= 9) {
+                                   const int d = 2 + (v - 4) % 3;
+                                   auto k = v >= 7 ? (d == 2   ? k_cr<2, 1>
+                                                      : d == 3 ? k_cr<3, 1>
+                                                               : k_cr<4, 1>)
+                                                   : (d == 2   ? k_cr<2, 0>
+                                                      : d == 3 ? k_cr<3, 0>
+                                                               : k_cr<4, 0>);
+                                   prep(st);
+                                   lab_launch(k, grid, block, cr_smem(d, ks), st, true, b, b.W[0],
+                                              (const uint8_t *)pbuf);
+                               } else if (v == 3) {
+                                   mmv6_launch(b, 1, st);
+                               } else if (v == 10) { /* on the planes left by variant 0
+                                             (the same x: the same bits) */
+                                   CK(q6 ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(b, pbuf, st, true)
+                                         : mmvq_launch_t<MEMRA_TYPE_Q4_K>(b, pbuf, st, true));
+                               } else if (v == 11) {
+                                   prep(st);
+                               } else if (ks != mmv_ks(nsb)) { /* production's kernel at
+                                                       this K split (TL = 1) */
+                                   prep(st);
+                                   mmvq_blocks1(&b);
+                                   auto k = q6 ? k_mmvq<MEMRA_TYPE_Q6_K, 1, 1, 1> : k_mmvq<MEMRA_TYPE_Q4_K, 1, 1, 1>;
+                                   lab_launch(k, (unsigned)b.blk0[4], block, mmvq_smem_bytes(1, 1, ks), st, true, b,
+                                              (const uint8_t *)pbuf);
+                               } else {
+                                   CK(mmvq_launch(TY, b, pbuf, st, true));
+                               }
+        };
+    CK(cudaFuncSetAttribute(k_tm<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(0, 16)));
+    CK(cudaFuncSetAttribute(k_tm<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(2, 16)));
+    const int crmax = (int)cr_smem(4, 16);
+    CK(cudaFuncSetAttribute(k_cr<2, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
+    CK(cudaFuncSetAttribute(k_cr<3, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
+    CK(cudaFuncSetAttribute(k_cr<4, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
+    CK(cudaFuncSetAttribute(k_cr<2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
+    CK(cudaFuncSetAttribute(k_cr<3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
+    CK(cudaFuncSetAttribute(k_cr<4, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
     float *hp = (float *)malloc(sizeof(float) * n_out), *hv = (float *)malloc(sizeof(float) * n_out);
-    auto check = [&](float *h) {
+    auto pct = [&](double us) { return 100.0 * wb / (us * 1e-6) / 1e9 / copy; };
+    std::vector<int> vs;
+    if (q6)
+        vs = {0, 3};
+    else if (getenv("SWEEP"))
+        vs = {0, 7, 10, 11};
+    else if (getenv("KS"))
+        vs = {0, 1, 4, 6, 7, 9};
+    else
+        vs = {0, 1, 2, 4, 5, 6, 7, 8, 9};
+    int fails = 0;
+    bool first = true; /* the first variant's bits are those the others must equal
+                        (mmv6 and the prep aside) */
+    for (int v : vs) {
+        if (ks > MMV_KS_MAX && (v == 0 || v == 10)) continue; /* k_mmvq's launch bound */
+        CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
+        run(v, 0, 0);
         CK(cudaDeviceSynchronize());
         CK(cudaGetLastError());
+        float *h = first ? hp : hv;
         lab_get(h, dy, n_out);
-        return lab_err(h, refn, n_out, mrefn);
-    };
-    auto pct = [&](double us) { return 100.0 * wb / (us * 1e-6) / 1e9 / copy; };
-    int fails = 0;
-    CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
-    prod(0, 0);
-    const double ep = check(hp);
-    fails += !(ep <= 1e-5);
-    const double gp = lab_graph_us([&](int i, cudaStream_t st) { prod(i, st); }, 64, ncw);
-    printf("prod (file layout, mmvq_launch)  %6.2f us %4.0f%%  err %.2e %s\n", gp, pct(gp), ep,
-           ep <= 1e-5 ? "ok" : "FAIL");
-    static const int ds[] = {0, 2, 3, 4};
-    for (int d : ds) {
-        CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
-        tm(d, 0, 0);
-        const double e = check(hv);
-        const int same = !memcmp(hv, hp, sizeof(float) * n_out);
+        const bool own = first || v == 3 || v == 11;
+        const double e = v == 11 ? 0.0 : lab_err(h, refn, n_out, mrefn);
+        const bool same = own || !memcmp(hv, hp, sizeof(float) * n_out);
         fails += !(e <= 1e-5) + !same;
-        const double gu = lab_graph_us([&](int i, cudaStream_t st) { tm(d, i, st); }, 64, nct);
-        char name[40];
-        snprintf(name, sizeof name, d ? "ring D=%d (tile-major, bulk)" : "tm (tile-major, registers)", d);
-        printf("%-32s %6.2f us %4.0f%%  err %.2e %s  == prod %s\n", name, gu, pct(gu), e, e <= 1e-5 ? "ok" : "FAIL",
-               same ? "yes" : "NO");
+        const double gu = lab_graph_us([&](int i, cudaStream_t st) { run(v, i, st); }, 64, tile_major(v) ? nct : ncw);
+        printf("%-30s %7.2f us %4.0f%%  err %.2e %s%s\n", names[v], gu, pct(gu), e, e <= 1e-5 ? "ok" : "FAIL",
+               own    ? ""
+               : same ? "  == first yes"
+                      : "  == first NO");
+        first = false;
     }
     for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
     for (int i = 1; i < nct; i++) cudaFree((void *)ct[i]);
