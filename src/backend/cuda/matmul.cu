@@ -92,38 +92,25 @@ static int mmv6_use(uint32_t type, int64_t in) {
 }
 
 /* Q6_K rows on mmvq.cuh's int8 pipeline at T < 16 (path 5), only under
- * MEMRA_MMVQ6=1, and Q8_0 rows (path 4) under MEMRA_MMVQ8=1. Both pass
- * `memra gate kernels` on the H200 but do not beat the paths they would
- * replace (bench/results/2026-12-03f-h200.md, decode tok/s): Q6_K 9b q4_k_m
- * 291-295 against 292-294 on mmv6, 27b 105.0 against 105.2 (254 and 94
- * with two tiles per warp); Q8_0 9b q8_0 174-176 against k_matvec_multi's
- * 249. Rows whose planes do not fit the backend's buffer keep the other
- * paths. */
-static int mmvq_opt_in(const char *name, int *on, uint32_t want, uint32_t type, int64_t in, int64_t T) {
-    if (type != want || in % 256 || T <= 0 || T >= MM_TC_MIN_T || !mmvq_fits(T, in)) return 0;
-    if (*on < 0) {
-        const char *e = getenv(name);
-        *on = e && strcmp(e, "1") == 0;
-    }
-    return *on;
-}
-
+ * MEMRA_MMVQ6=1. It passes `memra gate kernels` on the H200 but does not
+ * beat mmv6 (bench/results/2026-12-03f-h200.md, decode tok/s): 9b q4_k_m
+ * 291-295 against 292-294, 27b 105.0 against 105.2 (254 and 94 with two
+ * tiles per warp). Rows whose planes do not fit the backend's buffer keep
+ * mmv6. */
 static int mmvq6_use(uint32_t type, int64_t in, int64_t T) {
     static int on = -1;
-    return mmvq_opt_in("MEMRA_MMVQ6", &on, MEMRA_TYPE_Q6_K, type, in, T);
+    if (type != MEMRA_TYPE_Q6_K || in % 256 || T <= 0 || T >= MM_TC_MIN_T || !mmvq_fits(T, in)) return 0;
+    if (on < 0) {
+        const char *e = getenv("MEMRA_MMVQ6");
+        on = e && strcmp(e, "1") == 0;
+    }
+    return on;
 }
 
-static int mmvq8_use(uint32_t type, int64_t in, int64_t T) {
-    static int on = -1;
-    return mmvq_opt_in("MEMRA_MMVQ8", &on, MEMRA_TYPE_Q8_0, type, in, T);
-}
-
-/* The tensor-core matvec path of a T < 16 matmul: 1 (Q4_K), 4 (Q8_0, int8,
- * MEMRA_MMVQ8=1), 5 (Q6_K, int8, MEMRA_MMVQ6=1), 3 (Q6_K, fp16), 0 = none
- * (k_matvec_multi). */
+/* The tensor-core matvec path of a T < 16 matmul: 1 (Q4_K), 5 (Q6_K, int8,
+ * MEMRA_MMVQ6=1), 3 (Q6_K, fp16), 0 = none (k_matvec_multi). */
 static int mv_path(uint32_t type, int64_t in, int64_t T) {
     return mmv_use(type, in)            ? 1
-           : mmvq8_use(type, in, T)     ? 4
            : mmvq6_use(type, in, T)     ? 5
            : mmv6_use(type, in)         ? 3
                                         : 0;
@@ -147,7 +134,7 @@ static int mmvg_path(memra_backend *be, uint32_t type, int64_t in, int64_t n_out
 }
 
 /* A tensor-core matvec launch (path 1: mmv.cuh / mmvq.cuh, Q4_K; path 3:
- * mmv6.cuh, Q6_K; paths 4, 5: mmvq.cuh, Q8_0, Q6_K, T < 16) of the n
+ * mmv6.cuh, Q6_K; path 5: mmvq.cuh, Q6_K, T < 16) of the n
  * weights in a, with the input norm when given. */
 static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm) {
     if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
@@ -163,11 +150,9 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
         return CUDA_LAUNCHED(be, "matmul: mmv6");
     }
     mmv_blocks(a, n);
-    if (path == 4 || path == 5)
-        return cuda_check(be,
-                          mmvq_launch(path == 4 ? MEMRA_TYPE_Q8_0 : MEMRA_TYPE_Q6_K, *a, cuda_of(be)->mq,
-                                      cuda_of(be)->stream, cuda_sm90),
-                          path == 4 ? "matmul: mmvq q8_0" : "matmul: mmvq q6_k");
+    if (path == 5)
+        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q6_K, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
+                          "matmul: mmvq q6_k");
     static int q_on = -1;
     if (env_on("MEMRA_MMVQ", &q_on) && mmvq_fits(a->T, a->in))
         return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q4_K, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
@@ -215,7 +200,7 @@ static memra_status norm_check(memra_backend *be, const memra_norm *norm, int64_
  * small, thousands per matvec) every warp re-read the whole x row, and 9b
  * Q8_0 decode fell from 248 to 187 tok/s on the H200; it takes the rmsnorm
  * op into the workspace instead (bench/results/2026-12-03-h200.md). */
-static int path_takes_norm(int path) { return path == 1 || path == 3 || path == 4 || path == 5; }
+static int path_takes_norm(int path) { return path == 1 || path == 3 || path == 5; }
 
 /* Bytes of T rows of n floats in the workspace, rounded to 256. */
 static size_t ws_rows_bytes(int64_t T, int64_t n) { return ((size_t)T * (size_t)n * sizeof(float) + 255) & ~(size_t)255; }
@@ -245,8 +230,7 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
             st = CUDA_INVALID(be, "matmul_multi: a norm needs one row length (%lld, %lld)", (long long)w[0]->ne[0],
                               (long long)w[i]->ne[0]);
         if (st) return st;
-        /* 1: tensor-core matvec (Q4_K), 4: (Q8_0, MEMRA_MMVQ8=1), 5 / 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul
-         * alone */
+        /* 1: tensor-core matvec (Q4_K), 5 / 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul alone */
         if (T >= MM_TC_MIN_T) /* mmvg (path 1, 3) or the GEMM alone */
             fused[i] = w[i]->ne[0] == w[0]->ne[0] ? mmvg_path(be, w[i]->type, w[i]->ne[0], w[i]->ne[1]) : 0;
         else if (T > 0 && w[i]->ne[0] == w[0]->ne[0]) {
@@ -316,11 +300,11 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
     size_t part = ws_rows_bytes(T, n);
-    /* the one-launch swiglu of the int8 and Q4_K paths (1; 4, 5: T < 16) */
+    /* the one-launch swiglu of the int8 and Q4_K paths (1; 5: T < 16) */
     const int path = gate->type != up->type  ? 0
                      : T < MM_TC_MIN_T       ? mv_path(gate->type, in, T)
                      : mmvg_path(be, gate->type, in, n);
-    if (path == 1 || path == 4 || path == 5) {
+    if (path == 1 || path == 5) {
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;

@@ -38,13 +38,14 @@
  * block); mmvq_tl has the measurements.
  *
  * Q6_K rows (mmvq_raw6, mmvq_sb6: q - 32 as s8, two MMAs per sub-block for
- * its 16-element scales) and Q8_0 rows (mmvq_raw8, mmvq_sb8: the int8
- * weights themselves as A) use the same prep and epilogue. Both pass the
- * gates on the H200 but are not faster than the paths they would replace,
- * so matmul.cu takes them only under MEMRA_MMVQ6=1 / MEMRA_MMVQ8=1.
+ * its 16-element scales) use the same prep and epilogue. They pass the
+ * gates on the H200 but are not faster than mmv6.cuh, so matmul.cu takes
+ * them only under MEMRA_MMVQ6=1. (A Q8_0 variant, the int8 weights as A,
+ * was 30% slower than k_matvec_multi and was removed: bench/results/
+ * 2026-12-03f-h200.md.)
  *
- * Contract: in % 256 == 0, rows 16-byte aligned for Q4_K and Q8_0 (so are
- * their 144-byte blocks and 272-byte super-blocks), 2-byte for Q6_K, x and
+ * Contract: in % 256 == 0, rows 16-byte aligned for Q4_K (so are its
+ * 144-byte blocks), 2-byte for Q6_K, x and
  * the norm weight 16-byte aligned, T in 1..15, mmvq_buf_bytes(T, in / 256)
  * <= MQ_BUF_BYTES (the backend's buffer, cuda_impl.mq). */
 #ifndef MEMRA_CUDA_MMVQ_CUH
@@ -213,7 +214,7 @@ struct mmvq_gsrc {
 
 /* Lane (g, t)'s B column of each token pair p: token 2 p + g / 3, limb
  * g % 3 (g < 6; else nullptr), and 2^-e of its C columns 2 t, 2 t + 1 (0
- * for the unused ones): what mmvq_sb and mmvq_sb8 read of src. */
+ * for the unused ones): what mmvq_sb and mmvq_sb6 read of src. */
 template <int NP, class SRC>
 __device__ __forceinline__ void mmvq_cols(const SRC &src, int T, int g, int t, const uint4 *(&bp)[NP],
                                           float (&sx)[NP][2]) {
@@ -329,83 +330,12 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
     }
 }
 
-/* Q8_0 (behind MEMRA_MMVQ8=1: correct, 30% slower than k_matvec_multi). The
- * same planes and epilogue; A = the int8 weights themselves (mma.sync
- * m16n8k32 s8 x s8), one MMA per 32-weight block and token pair, and the
- * block's fp16 scale applied in fp32 per block: acc_n = fma((float)C_n,
- * d 2^-e, acc_n) (C_n < 2^20: exact in fp32), blocks in order.
- *
- * A row's super-block is 8 blocks of 34 bytes (272, 16-byte aligned when
- * in % 256 == 0). Lane (g, t) takes qs bytes 8 t .. 8 t + 7 of each block
- * (the planes' element order): at an odd block they are 4-byte aligned;
- * at an even one they start 2 bytes past a word, so three words and two
- * funnel shifts. */
-struct mmvq_raw8 {
-    uint32_t q[2][8][2]; /* [row g, g + 8][block][bytes 0-3, 4-7 of the lane's 8] */
-    uint32_t d[2][4];    /* the blocks' fp16 scales, two per word */
-    __device__ __forceinline__ void load(const uint8_t *r0, const uint8_t *r1, int sb, int t) {
-        const uint8_t *b[2] = {r0 + (int64_t)sb * 272, r1 + (int64_t)sb * 272};
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            uint32_t dh[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const uint8_t *blk = b[r] + 34 * j;
-                if (j % 2 == 0) { /* blk 4-byte aligned: d in the low half of its first word */
-                    const uint32_t *w = (const uint32_t *)(blk + 8 * t);
-                    const uint32_t u0 = __ldg(w), u1 = __ldg(w + 1), u2 = __ldg(w + 2);
-                    q[r][j][0] = __funnelshift_r(u0, u1, 16), q[r][j][1] = __funnelshift_r(u1, u2, 16);
-                    dh[j] = __ldg((const uint32_t *)blk) & 0xFFFFu;
-                } else { /* blk 2 past a word: qs aligned, d in the high half of the word before */
-                    const uint32_t *w = (const uint32_t *)(blk + 2 + 8 * t);
-                    q[r][j][0] = __ldg(w), q[r][j][1] = __ldg(w + 1);
-                    dh[j] = __ldg((const uint32_t *)(blk - 2)) >> 16;
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++) d[r][i] = dh[2 * i] | (dh[2 * i + 1] << 16);
-        }
-    }
-};
-
+/* s8 x s8 -> s32 (the Q6_K rows below) */
 __device__ __forceinline__ void mmvq_imma8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                            uint32_t b1) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/* mmvq_sb for Q8_0 rows (acc as there) */
-template <int NP, class SRC, int TL = 2>
-__device__ __forceinline__ void mmvq_sb8(const mmvq_raw8 *w, float (*acc)[NP][4], const SRC &src, int T, int g,
-                                         int t) {
-    const uint4 *bp[NP];
-    float sx[NP][2];
-    mmvq_cols<NP>(src, T, g, t, bp, sx);
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        uint4 bb[NP];
-        mmvq_bload<NP>(src, bp, k, bb);
-#pragma unroll
-        for (int tl = 0; tl < TL; tl++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) { /* block 2 k + h */
-                const int j = 2 * k + h;
-                float d[2];
-#pragma unroll
-                for (int r = 0; r < 2; r++)
-                    d[r] = __half2float(__ushort_as_half((unsigned short)(w[tl].d[r][j >> 1] >> (16 * (j & 1)))));
-#pragma unroll
-                for (int p = 0; p < NP; p++) {
-                    int c[4] = {0, 0, 0, 0};
-                    mmvq_imma8(c, w[tl].q[0][j][0], w[tl].q[1][j][0], w[tl].q[0][j][1], w[tl].q[1][j][1],
-                               h ? bb[p].z : bb[p].x, h ? bb[p].w : bb[p].y);
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        acc[tl][p][i] = fmaf((float)c[i], __fmul_rn(d[i >> 1], sx[p][i & 1]), acc[tl][p][i]);
-                }
-            }
-    }
 }
 
 /* Q6_K rows (mmvq_raw6, mmvq_sb6). A = q - 32 as s8 (mma.sync m16n8k32
@@ -630,9 +560,8 @@ static inline size_t mmvq_smem_bytes(int np, int tl, int ks) { return (size_t)ks
 
 template <int TYPE, int NP, int TL, int MINB>
 __global__ void __launch_bounds__(32 * MMV_KS_MAX, MINB) k_mmvq(mmv_args a, const uint8_t *__restrict__ buf) {
-    constexpr bool Q8 = TYPE == MEMRA_TYPE_Q8_0, Q6 = TYPE == MEMRA_TYPE_Q6_K;
-    using raw = typename std::conditional<Q8, mmvq_raw8,
-                                          typename std::conditional<Q6, mmvq_raw6, mmvq_raw>::type>::type;
+    constexpr bool Q6 = TYPE == MEMRA_TYPE_Q6_K;
+    using raw = typename std::conditional<Q6, mmvq_raw6, mmvq_raw>::type;
     extern __shared__ __align__(16) float mq_part[]; /* [ks][TL][NP][16][8] */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
@@ -660,9 +589,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, MINB) k_mmvq(mmv_args a, cons
 #pragma unroll
             for (int tl = 0; tl < TL; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, t);
         const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
-        if constexpr (Q8)
-            mmvq_sb8<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
-        else if constexpr (Q6)
+        if constexpr (Q6)
             mmvq_sb6<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
         else
             mmvq_sb<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
@@ -720,8 +647,8 @@ static inline int mmvq_tl(bool swiglu) {
     return mode ? mode : swiglu ? 2 : 1;
 }
 
-/* The prep and the matvec of a T < 16 launch of `type` rows (Q4_K, Q6_K or
- * Q8_0) (blk0 from mmv_blocks); buf is the backend's mq buffer. pdl: the
+/* The prep and the matvec of a T < 16 launch of `type` rows (Q4_K or Q6_K)
+ * (blk0 from mmv_blocks); buf is the backend's mq buffer. pdl: the
  * matvec launches with programmatic stream serialization (sm_90+), so it
  * starts while the prep runs; the prep itself always waits for its
  * predecessor. */
@@ -746,9 +673,8 @@ static inline cudaError_t mmvq_launch(uint32_t type, const mmv_args &a, uint8_t 
     mmvq_prep_launch(a.x, a.nw, a.eps, a.in, a.T, buf, s);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    return type == MEMRA_TYPE_Q8_0   ? mmvq_launch_t<MEMRA_TYPE_Q8_0>(a, buf, s, pdl)
-           : type == MEMRA_TYPE_Q6_K ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(a, buf, s, pdl)
-                                     : mmvq_launch_t<MEMRA_TYPE_Q4_K>(a, buf, s, pdl);
+    return type == MEMRA_TYPE_Q6_K ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(a, buf, s, pdl)
+                                   : mmvq_launch_t<MEMRA_TYPE_Q4_K>(a, buf, s, pdl);
 }
 
 #endif
