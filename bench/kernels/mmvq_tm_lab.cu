@@ -20,7 +20,10 @@
  *  4-9 k_cr<D, TMW>: a per-warp ring of D = 2, 3, 4 super-blocks filled by
  *     the lanes' 16-byte cp.async, from the file's layout (4-6) or the
  *     tile-major copy (7-9);
- *  10 the production matvec alone, 11 the prep alone (SWEEP=1).
+ *  10 the production matvec alone, 11 the prep alone (SWEEP=1);
+ *  12, 13 k_sk<D>: the tile-major cp.async ring D = 2, 3 as one balanced
+ *     stream per warp over a grid that fits at once (stream-K; written
+ *     after this session's device time ran out: compiled, NOT YET RUN).
  * Each pair is prep + matvec (the input norm fused), PDL, 64 per CUDA graph
  * over rotating weight copies (> L2), % of copy. Checked: every variant
  * against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and memcmp.
@@ -68,8 +71,8 @@ __device__ __forceinline__ void tm_load_sh(mmvq_raw &w, const uint8_t *p, int g,
 
 /* Launch contract: grid n_out / 16, block 32 ks (ks <= 16; mmv_ks(nsb) in
  * production), dynamic shared memory tm_smem(D, ks); a.T = 1, a.y[0],
- * a.n_out[0] as production. Warp w takes super-blocks [w nsb / ks, (w + 1) nsb
- * / ks) of tile blockIdx.x, as k_mmvq at TL = 1. */
+ * a.n_out[0] as production. Warp w takes super-blocks [w nsb / ks,
+ * (w + 1) nsb / ks) of tile blockIdx.x, as k_mmvq at TL = 1. */
 static size_t tm_smem(int d, int ks) { return (size_t)ks * d * (TM_TILE_B + 16) + mmvq_smem_bytes(1, 1, ks); }
 
 template <int D>
@@ -183,6 +186,112 @@ __global__ void __launch_bounds__(512, 1)
     mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
 }
 
+/* k_sk<D>: the tile-major matvec as one balanced stream per warp (a
+ * "stream-K" split), to take the wave tail out of a pair's fixed cost
+ * (bench/results/2026-12-03g-h200.md, section 3).
+ *
+ * The work is production's: tile tau's K range is cut into ks = mmv_ks(nsb)
+ * segments [k nsb / ks, (k + 1) nsb / ks), each an fp32 chain over its
+ * super-blocks in order (mmvq_sb), and a row's segments are added in order
+ * k = 0 .. ks - 1 (mmvq_finish's sums), so every output must be
+ * memcmp-equal to the production pair. Only who computes a segment moves:
+ * the grid is what fits on the device at once (no second wave), and warp w
+ * of W takes segments [w S / W, (w + 1) S / W) of the S = tiles x ks in
+ * (tile, segment) order. On the tile-major copy those are one contiguous
+ * run of 2,304-byte units, which the warp streams through a cp.async ring
+ * of D units across segment and tile boundaries. A finished segment's 16 x
+ * 8 partial columns go to part (global, [tile][ks][16][8]); the warp that
+ * finishes a tile's last segment (a per-tile counter, reset by it for the
+ * next launch) adds the tile's columns in segment order and writes y. The
+ * split depends on the device's size, the bits do not.
+ *
+ * Launch contract: block 32 SK_WARPS, any grid; dynamic shared memory
+ * sk_smem(D); W the tile-major copy; T = 1; part >= tiles ks 128 floats;
+ * cnt >= tiles ints, zero before the first launch. */
+#define SK_WARPS 4
+static size_t sk_smem(int d) { return (size_t)SK_WARPS * d * TM_TILE_B; }
+
+template <int D>
+__global__ void __launch_bounds__(32 * SK_WARPS) k_sk(mmv_args a, const uint8_t *__restrict__ W,
+                                                     const uint8_t *__restrict__ buf, float *part, int *cnt) {
+    extern __shared__ __align__(128) uint8_t sk_sh[];
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
+    const int nsb = (int)(a.in / 256), ks = mmv_ks(nsb), tiles = (int)(a.n_out[0] / 16);
+    const int64_t nw = (int64_t)gridDim.x * SK_WARPS, w = (int64_t)blockIdx.x * SK_WARPS + wp;
+    const int64_t S = (int64_t)tiles * ks, s0 = w * S / nw, s1 = (w + 1) * S / nw;
+    /* the first unit of segment s: tile s / ks, super-block (s % ks) nsb / ks */
+    auto unit = [&](int64_t s) { return (s / ks) * nsb + (int)(s % ks) * nsb / ks; };
+    const int64_t u0 = unit(s0), u1 = unit(s1);
+    uint8_t *ring = sk_sh + (size_t)wp * D * TM_TILE_B;
+    auto issue = [&](int64_t u) { /* every lane: its chunks of unit u into slot (u - u0) % D */
+        uint8_t *slot = ring + ((u - u0) % D) * TM_TILE_B;
+        for (int c = lane; c < TM_TILE_B / 16; c += 32) {
+            const uint32_t dst = (uint32_t)__cvta_generic_to_shared(slot + 16 * c);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(W + u * TM_TILE_B + 16 * c)
+                         : "memory");
+        }
+    };
+    for (int k = 0; k < D - 1; k++) {
+        if (u0 + k < u1) issue(u0 + k);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    pdl_start();
+    const float *Sx = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = Sx + (size_t)nsb * 8;
+    float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
+    mmvq_raw cur[1];
+    int64_t seg = s0; /* the segment being accumulated */
+    /* segment seg's partial out; the tile's last one adds them up and writes y */
+    auto flush = [&]() {
+        const int64_t tau = seg / ks;
+        float *pt = part + (size_t)tau * ks * 128;
+        float *pk = pt + (size_t)(seg % ks) * 128;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            pk[(g + 8 * r) * 8 + 2 * t] = acc[0][0][2 * r];
+            pk[(g + 8 * r) * 8 + 2 * t + 1] = acc[0][0][2 * r + 1];
+        }
+        __threadfence();
+        __syncwarp();
+        int last = 0;
+        if (lane == 0) last = atomicAdd(cnt + tau, 1) == ks - 1;
+        last = __shfl_sync(0xFFFFFFFFu, last, 0);
+        if (last) {
+            __threadfence();
+            if (lane < 16) {
+                float c[3];
+                for (int n = 0; n < 3; n++) {
+                    float v = __ldcg(pt + lane * 8 + n);
+                    for (int k = 1; k < ks; k++) v = __fadd_rn(v, __ldcg(pt + (size_t)k * 128 + lane * 8 + n));
+                    c[n] = v;
+                }
+                const int64_t row = tau * 16 + lane;
+                if (row < a.n_out[0])
+                    a.y[0][row] = __fadd_rn(__fadd_rn(__fmul_rn(65536.0f, c[0]), __fmul_rn(256.0f, c[1])), c[2]);
+            }
+            if (lane == 0) cnt[tau] = 0; /* for the next launch */
+        }
+        acc[0][0][0] = acc[0][0][1] = acc[0][0][2] = acc[0][0][3] = 0.0f;
+    };
+#pragma unroll 1
+    for (int64_t u = u0; u < u1; u++) {
+        const int sb = (int)(u % nsb);
+        if (u > u0 && unit(seg + 1) == u) { /* u starts the next segment */
+            flush();
+            seg++;
+        }
+        __syncwarp(); /* the slot about to be refilled was read at u - 1 */
+        if (u + D - 1 < u1) issue(u + D - 1);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");
+        __syncwarp(); /* every lane's chunks of u */
+        tm_load_sh(cur[0], ring + ((u - u0) % D) * TM_TILE_B, g, t);
+        const mmvq_gsrc src{buf, Sx, sinv, (size_t)nsb, (size_t)sb};
+        mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
+    }
+    pdl_trigger();
+    if (u1 > u0) flush();
+}
+
 int main(int argc, char **argv) {
     const int64_t in = argc > 2 ? atoll(argv[1]) : 4096, n_out = argc > 2 ? atoll(argv[2]) : 12288;
     const bool q6 = argc > 3 && !strcmp(argv[3], "q6_k");
@@ -227,49 +336,60 @@ int main(int argc, char **argv) {
                                   "cp.async ring D=2, file",       "cp.async ring D=3, file",
                                   "cp.async ring D=4, file",       "cp.async ring D=2, tile-major",
                                   "cp.async ring D=3, tile-major", "cp.async ring D=4, tile-major",
-                                  "int8 matvec alone (no prep)",   "prep alone"};
-    auto tile_major = [](int v) { return v == 1 || v == 2 || (v >= 7 && v <= 9); };
+                                  "int8 matvec alone (no prep)",   "prep alone",
+                                  "stream-K ring D=2, tile-major", "stream-K ring D=3, tile-major"};
+    auto tile_major = [](int v) { return v == 1 || v == 2 || (v >= 7 && v <= 9) || v >= 12; };
+    /* k_sk: the grid that fits at once, the partials and the per-tile counters */
+    int nsm = 0, sk_per_sm[2] = {0, 0};
+    CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaFuncSetAttribute(k_sk<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sk_smem(2)));
+    CK(cudaFuncSetAttribute(k_sk<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sk_smem(3)));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&sk_per_sm[0], k_sk<2>, 32 * SK_WARPS, sk_smem(2)));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&sk_per_sm[1], k_sk<3>, 32 * SK_WARPS, sk_smem(3)));
+    if (getenv("SK_PER_SM")) /* fewer blocks per SM: longer streams per warp */
+        sk_per_sm[0] = sk_per_sm[1] = atoi(getenv("SK_PER_SM"));
+    printf("k_sk: %d SMs x %d / %d blocks of %d warps\n", nsm, sk_per_sm[0], sk_per_sm[1], SK_WARPS);
+    float *sk_part;
+    int *sk_cnt;
+    CK(cudaMalloc(&sk_part, sizeof(float) * (size_t)(n_out / 16) * mmv_ks(nsb) * 128));
+    CK(cudaMalloc(&sk_cnt, sizeof(int) * (size_t)(n_out / 16)));
+    CK(cudaMemset(sk_cnt, 0, sizeof(int) * (size_t)(n_out / 16)));
     auto prep = [&](cudaStream_t st) { mmvq_prep_launch(pb.dx, dnw, eps, in, 1, pbuf, st); };
-    auto run =
-        [&](int v, int i,
-            cudaStream_t st) { /* variant v on weight copy i */
-                               mmv_args b = a;
-                               b.W[0] = tile_major(v) ? ct[i] : cw[i];
-                               const unsigned grid = (unsigned)(n_out / 16), block = 32u * (unsigned)ks;
-                               if (v == 1 || v == 2) {
-                                   prep(st);
-                                   lab_launch(v == 2 ? k_tm<2> : k_tm<0>, grid, block, tm_smem(v == 2 ? 2 : 0, ks), st,
-                                              true, b, b.W[0], (const uint8_t *)pbuf);
-                               } else if (v >= 4 && v <= 9) {
-                                   const int d = 2 + (v - 4) % 3;
-                                   auto k = v >= 7 ? (d == 2   ? k_cr<2, 1>
-                                                      : d == 3 ? k_cr<3, 1>
-                                                               : k_cr<4, 1>)
-                                                   : (d == 2   ? k_cr<2, 0>
-                                                      : d == 3 ? k_cr<3, 0>
-                                                               : k_cr<4, 0>);
-                                   prep(st);
-                                   lab_launch(k, grid, block, cr_smem(d, ks), st, true, b, b.W[0],
-                                              (const uint8_t *)pbuf);
-                               } else if (v == 3) {
-                                   mmv6_launch(b, 1, st);
-                               } else if (v == 10) { /* on the planes left by variant 0
-                                             (the same x: the same bits) */
-                                   CK(q6 ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(b, pbuf, st, true)
-                                         : mmvq_launch_t<MEMRA_TYPE_Q4_K>(b, pbuf, st, true));
-                               } else if (v == 11) {
-                                   prep(st);
-                               } else if (ks != mmv_ks(nsb)) { /* production's kernel at
-                                                       this K split (TL = 1) */
-                                   prep(st);
-                                   mmvq_blocks1(&b);
-                                   auto k = q6 ? k_mmvq<MEMRA_TYPE_Q6_K, 1, 1, 1> : k_mmvq<MEMRA_TYPE_Q4_K, 1, 1, 1>;
-                                   lab_launch(k, (unsigned)b.blk0[4], block, mmvq_smem_bytes(1, 1, ks), st, true, b,
-                                              (const uint8_t *)pbuf);
-                               } else {
-                                   CK(mmvq_launch(TY, b, pbuf, st, true));
-                               }
-        };
+    /* variant v on weight copy i */
+    auto run = [&](int v, int i, cudaStream_t st) {
+        mmv_args b = a;
+        b.W[0] = tile_major(v) ? ct[i] : cw[i];
+        const unsigned grid = (unsigned)(n_out / 16), block = 32u * (unsigned)ks;
+        if (v == 1 || v == 2) {
+            prep(st);
+            lab_launch(v == 2 ? k_tm<2> : k_tm<0>, grid, block, tm_smem(v == 2 ? 2 : 0, ks), st, true, b, b.W[0],
+                       (const uint8_t *)pbuf);
+        } else if (v >= 4 && v <= 9) {
+            const int d = 2 + (v - 4) % 3;
+            auto k = v >= 7 ? (d == 2 ? k_cr<2, 1> : d == 3 ? k_cr<3, 1> : k_cr<4, 1>)
+                            : (d == 2 ? k_cr<2, 0> : d == 3 ? k_cr<3, 0> : k_cr<4, 0>);
+            prep(st);
+            lab_launch(k, grid, block, cr_smem(d, ks), st, true, b, b.W[0], (const uint8_t *)pbuf);
+        } else if (v == 12 || v == 13) { /* production's K split only */
+            const int d = v == 12 ? 2 : 3;
+            prep(st);
+            lab_launch(d == 2 ? k_sk<2> : k_sk<3>, (unsigned)(nsm * sk_per_sm[d - 2]), 32u * SK_WARPS, sk_smem(d), st,
+                       true, b, b.W[0], (const uint8_t *)pbuf, sk_part, sk_cnt);
+        } else if (v == 3) {
+            mmv6_launch(b, 1, st);
+        } else if (v == 10) { /* on the planes left by variant 0 (the same x: the same bits) */
+            CK(q6 ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(b, pbuf, st, true) : mmvq_launch_t<MEMRA_TYPE_Q4_K>(b, pbuf, st, true));
+        } else if (v == 11) {
+            prep(st);
+        } else if (ks != mmv_ks(nsb)) { /* production's kernel at this K split (TL = 1) */
+            prep(st);
+            mmvq_blocks1(&b);
+            auto k = q6 ? k_mmvq<MEMRA_TYPE_Q6_K, 1, 1, 1> : k_mmvq<MEMRA_TYPE_Q4_K, 1, 1, 1>;
+            lab_launch(k, (unsigned)b.blk0[4], block, mmvq_smem_bytes(1, 1, ks), st, true, b, (const uint8_t *)pbuf);
+        } else {
+            CK(mmvq_launch(TY, b, pbuf, st, true));
+        }
+    };
     CK(cudaFuncSetAttribute(k_tm<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(0, 16)));
     CK(cudaFuncSetAttribute(k_tm<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(2, 16)));
     const int crmax = (int)cr_smem(4, 16);
@@ -285,16 +405,16 @@ int main(int argc, char **argv) {
     if (q6)
         vs = {0, 3};
     else if (getenv("SWEEP"))
-        vs = {0, 7, 10, 11};
+        vs = {0, 7, 12, 10, 11};
     else if (getenv("KS"))
         vs = {0, 1, 4, 6, 7, 9};
     else
-        vs = {0, 1, 2, 4, 5, 6, 7, 8, 9};
+        vs = {0, 1, 2, 4, 5, 6, 7, 8, 9, 12, 13};
     int fails = 0;
-    bool first = true; /* the first variant's bits are those the others must equal
-                        (mmv6 and the prep aside) */
+    bool first = true; /* the first variant's bits are those the others must equal (mmv6 and the prep aside) */
     for (int v : vs) {
         if (ks > MMV_KS_MAX && (v == 0 || v == 10)) continue; /* k_mmvq's launch bound */
+        if (ks != mmv_ks(nsb) && v >= 12) continue;            /* k_sk has production's K split */
         CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
         run(v, 0, 0);
         CK(cudaDeviceSynchronize());
@@ -307,14 +427,12 @@ int main(int argc, char **argv) {
         fails += !(e <= 1e-5) + !same;
         const double gu = lab_graph_us([&](int i, cudaStream_t st) { run(v, i, st); }, 64, tile_major(v) ? nct : ncw);
         printf("%-30s %7.2f us %4.0f%%  err %.2e %s%s\n", names[v], gu, pct(gu), e, e <= 1e-5 ? "ok" : "FAIL",
-               own    ? ""
-               : same ? "  == first yes"
-                      : "  == first NO");
+               own ? "" : same ? "  == first yes" : "  == first NO");
         first = false;
     }
     for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
     for (int i = 1; i < nct; i++) cudaFree((void *)ct[i]);
-    cudaFree((void *)dtm), cudaFree(dnw), cudaFree(pbuf), cudaFree(dy);
+    cudaFree((void *)dtm), cudaFree(dnw), cudaFree(pbuf), cudaFree(dy), cudaFree(sk_part), cudaFree(sk_cnt);
     lab_mv_free(&pb), free(hnw), free(refn), free(hp), free(hv);
     return fails ? 1 : 0;
 }
