@@ -133,6 +133,29 @@ __global__ void __launch_bounds__(512, 1)
     mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
 }
 
+/* The per-warp cp.async ring of k_cr and k_sk over n items (relative index
+ * i; issue(i) makes every lane copy its chunks of item i into slot i % D,
+ * one commit group per item): cr_start before the wait for the prep puts
+ * items 0 .. D - 2 in flight, cr_next(i) puts i + D - 1 in flight and loads
+ * item i's fragments. */
+template <int D, class F, class I>
+__device__ __forceinline__ void cr_start(F issue, I n) {
+    for (I k = 0; k < D - 1; k++) {
+        if (k < n) issue(k);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+}
+
+template <int D, class F, class I>
+__device__ __forceinline__ void cr_next(F issue, I i, I n, const uint8_t *ring, mmvq_raw &cur, int g, int t) {
+    __syncwarp(); /* the slot about to be refilled was read at i - 1 */
+    if (i + D - 1 < n) issue(i + D - 1);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");
+    __syncwarp(); /* every lane's chunks of item i */
+    tm_load_sh(cur, ring + (i % D) * TM_TILE_B, g, t);
+}
+
 /* k_cr<D, TMW>: a per-warp ring of D super-blocks in shared memory filled
  * by the lanes' own 16-byte cp.async (no TMA, no registers held): each
  * slot is one tile's super-block, rows 144 bytes apart, copied from the
@@ -152,9 +175,10 @@ __global__ void __launch_bounds__(512, 1)
     uint8_t *ring = cr_sh + (size_t)wp * D * TM_TILE_B;
     const uint8_t *tile = W + (size_t)blockIdx.x * nsb * TM_TILE_B;  /* TMW */
     const uint8_t *rows = W + (size_t)blockIdx.x * 16 * a.row_bytes; /* file */
-    /* every lane: its chunks of super-block sb into slot (sb - sb0) % D */
-    auto issue = [&](int sb) {
-        uint8_t *slot = ring + ((sb - sb0) % D) * TM_TILE_B;
+    /* every lane: its chunks of super-block sb0 + i into slot i % D */
+    auto issue = [&](int i) {
+        const int sb = sb0 + i;
+        uint8_t *slot = ring + (i % D) * TM_TILE_B;
         for (int c = lane; c < TM_TILE_B / 16; c += 32) {
             const uint8_t *src = TMW ? tile + (size_t)sb * TM_TILE_B + 16 * c
                                      : rows + (size_t)(c / 9) * a.row_bytes + (size_t)sb * 144 + 16 * (c % 9);
@@ -162,22 +186,14 @@ __global__ void __launch_bounds__(512, 1)
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
         }
     };
-    for (int k = 0; k < D - 1; k++) {
-        if (sb0 + k < sb1) issue(sb0 + k);
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    }
+    cr_start<D>(issue, sb1 - sb0);
     pdl_start();
     const float *S = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = S + (size_t)nsb * 8;
     float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
     mmvq_raw cur[1];
 #pragma unroll 1
     for (int sb = sb0; sb < sb1; sb++) {
-        __syncwarp(); /* the slot about to be refilled was read at sb - 1 */
-        if (sb + D - 1 < sb1) issue(sb + D - 1);
-        asm volatile("cp.async.commit_group;" ::: "memory");
-        asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");
-        __syncwarp(); /* every lane's chunks of sb */
-        tm_load_sh(cur[0], ring + ((sb - sb0) % D) * TM_TILE_B, g, t);
+        cr_next<D>(issue, sb - sb0, sb1 - sb0, ring, cur[0], g, t);
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
         mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
     }
@@ -223,18 +239,16 @@ __global__ void __launch_bounds__(32 * SK_WARPS) k_sk(mmv_args a, const uint8_t 
     auto unit = [&](int64_t s) { return (s / ks) * nsb + (int)(s % ks) * nsb / ks; };
     const int64_t u0 = unit(s0), u1 = unit(s1);
     uint8_t *ring = sk_sh + (size_t)wp * D * TM_TILE_B;
-    auto issue = [&](int64_t u) { /* every lane: its chunks of unit u into slot (u - u0) % D */
-        uint8_t *slot = ring + ((u - u0) % D) * TM_TILE_B;
+    /* every lane: its chunks of unit u0 + i into slot i % D */
+    auto issue = [&](int64_t i) {
+        uint8_t *slot = ring + (i % D) * TM_TILE_B;
         for (int c = lane; c < TM_TILE_B / 16; c += 32) {
             const uint32_t dst = (uint32_t)__cvta_generic_to_shared(slot + 16 * c);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(W + u * TM_TILE_B + 16 * c)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(W + (u0 + i) * TM_TILE_B + 16 * c)
                          : "memory");
         }
     };
-    for (int k = 0; k < D - 1; k++) {
-        if (u0 + k < u1) issue(u0 + k);
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    }
+    cr_start<D>(issue, u1 - u0);
     pdl_start();
     const float *Sx = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = Sx + (size_t)nsb * 8;
     float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
@@ -279,12 +293,7 @@ __global__ void __launch_bounds__(32 * SK_WARPS) k_sk(mmv_args a, const uint8_t 
             flush();
             seg++;
         }
-        __syncwarp(); /* the slot about to be refilled was read at u - 1 */
-        if (u + D - 1 < u1) issue(u + D - 1);
-        asm volatile("cp.async.commit_group;" ::: "memory");
-        asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");
-        __syncwarp(); /* every lane's chunks of u */
-        tm_load_sh(cur[0], ring + ((u - u0) % D) * TM_TILE_B, g, t);
+        cr_next<D>(issue, u - u0, u1 - u0, ring, cur[0], g, t);
         const mmvq_gsrc src{buf, Sx, sinv, (size_t)nsb, (size_t)sb};
         mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
     }
