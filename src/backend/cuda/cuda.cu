@@ -359,7 +359,7 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
     }
     if (!cuda_ops.alloc) cuda_ops_fill(&cuda_ops);
     /* PDL (common.cuh) needs sm_90; on unless MEMRA_PDL=0 (+3-4% decode with
-     * the matvecs' pdl_trigger, bench/results/2026-12-03g-h200.md) */
+     * k_mmvq's pdl_trigger, bench/results/2026-12-03g-h200.md) */
     const char *pdl = getenv("MEMRA_PDL");
     cuda_pdl = prop.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
     cuda_sm90 = prop.major >= 9;
