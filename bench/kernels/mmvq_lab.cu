@@ -144,11 +144,7 @@ __device__ __forceinline__ void q_step(const q_raw<TL> &b, int sb, const float *
             const uint4 h = b.head[tl][r];
             const float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xFFFF)));
             const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
-            const uint32_t mw0 = h.z & 0x3F3F3F3Fu;
-            const uint32_t mw1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
-            float M = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 8; j++) M = fmaf((float)mmvq_byte(j < 4 ? mw0 : mw1, j & 3), S[j], M);
+            const float M = mmvq_min_sum(h, S);
             const float ds = __fmul_rn(d, sx);
             accf[tl][2 * r] = fmaf(ds, (float)A[tl][2 * r], accf[tl][2 * r]);
             accf[tl][2 * r + 1] = fmaf(ds, (float)A[tl][2 * r + 1], accf[tl][2 * r + 1]);

@@ -78,6 +78,17 @@ __device__ __forceinline__ void mmvq_imma(int *c, uint32_t a0, uint32_t a1, uint
 
 __device__ __forceinline__ uint32_t mmvq_byte(uint32_t w, int i) { return (w >> (8 * i)) & 0xFFu; }
 
+/* A Q4_K super-block's min sum M = sum_j m_j S_j, in j order: its 6-bit
+ * mins m_j (from the 16-byte head h) against the sub-block sums S_j of x. */
+__device__ __forceinline__ float mmvq_min_sum(const uint4 h, const float (&S)[8]) {
+    const uint32_t mw0 = h.z & 0x3F3F3F3Fu;
+    const uint32_t mw1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
+    float M = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) M = fmaf((float)mmvq_byte(j < 4 ? mw0 : mw1, j & 3), S[j], M);
+    return M;
+}
+
 /* Lane L's 8 values v of one (token, super-block), elements 8 L .. 8 L + 7
  * (sub-block j = L / 4, quarter q = L % 4), the warp max mx and whether any
  * value of the super-block is NaN or Inf: limb l's 8 bytes at planes + l
@@ -314,11 +325,7 @@ __device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], 
                         fmaf(__fmul_rn(d, sx[p][e]), (float)A[tl][p][2 * r + e], acc[tl][p][2 * r + e]);
                 if (has_m) {
                     const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
-                    const uint32_t mw0 = h.z & 0x3F3F3F3Fu;
-                    const uint32_t mw1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
-                    float M = 0.0f;
-#pragma unroll
-                    for (int jj = 0; jj < 8; jj++) M = fmaf((float)mmvq_byte(jj < 4 ? mw0 : mw1, jj & 3), Sj[jj], M);
+                    const float M = mmvq_min_sum(h, Sj);
                     /* - dmin 2^-e M, times 2^-16 for the limb-0 column e = t (exact) */
 #pragma unroll
                     for (int e = 0; e < 2; e++)
