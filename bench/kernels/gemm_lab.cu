@@ -4,12 +4,13 @@
  * it replaced; MEMRA_GEMM_WG=0 still takes it). This file includes gemm.cu
  * with MEMRA_GEMM_LAB defined, so it runs the backend's own kernels.
  *
- * Measured on the H200 (T = 512): Q8_0 {4096, 12288}: k_gemm_wg 121-125
- * TFLOP/s useful, k_gemm_q8 104-106; max |k_gemm_wg - k_gemm_q8| 0 (the same
- * bits on that run); tokens 64-163 launched alone gave the same bits. Q4_K
- * {5120, 17408}: k_gemm_wg 104.6 TFLOP/s, token 0 within 6.8e-7 of the CPU.
- * (A 64 x 64 warp-tile variant of k_gemm_q8 ran at 63 TFLOP/s, spilling,
- * and was dropped.)
+ * Measured on the H200 (T = 512), TFLOP/s useful: the warp-specialized
+ * k_gemm_wg (2026-12-03h) 165.1 on Q8_0 {4096, 12288}, 174.5 on {12288,
+ * 4096}, 110.7 on Q4_K {5120, 17408}, 86.3 on {17408, 5120}; the kernel it
+ * replaced 121.8 / 124.3 / 104.7 / 76.9, with the same bits (memcmp, on
+ * every shape); k_gemm_q8 104-106. gemm.cu's comment above k_gemm_wg has
+ * the variants. (A 64 x 64 warp-tile variant of k_gemm_q8 ran at 63
+ * TFLOP/s, spilling, and was dropped.)
  *
  * Checks, before any timing:
  * - k_gemm_wg's token 0 against the CPU reference (memra_dot_row, 3e-4 of
@@ -62,9 +63,9 @@ static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out,
                       int accumulate) {
     const dim3 g((unsigned)((r.n + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
     if (type == MEMRA_TYPE_Q4_K)
-        k_gemm_wg<MEMRA_TYPE_Q4_K><<<g, 256, WG_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
+        k_gemm_wg<MEMRA_TYPE_Q4_K><<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
     else
-        k_gemm_wg<MEMRA_TYPE_Q8_0><<<g, 256, WG_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
+        k_gemm_wg<MEMRA_TYPE_Q8_0><<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
 }
 
 /* max over i < n of |a[i] - b[i]| (infinite when either is not finite), and max |b| into *bmax */
@@ -91,8 +92,8 @@ int main(int argc, char **argv) {
     lab_mv m = lab_mv_make(type, in, n_out, T, 97);
     const double flop = 2.0 * T * (double)in * (double)n_out;
     const size_t ny = (size_t)T * n_out;
-    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
-    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM));
+    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM));
     int ok = 1;
 
     /* token 0 against the CPU; tokens 64 .. 163 alone give the same bits */
@@ -163,6 +164,7 @@ int main(int argc, char **argv) {
     }
     const double t2 = lab_time_us([&]() { wg_launch(m, type, in, n_out, w, w.y, 0); });
     printf("k_gemm_wg       %8.1f us  %6.1f TFLOP/s useful\n", t2, flop / t2 * 1e-6);
+
     wg_free(&w);
     lab_mv_free(&m);
     free(h2);

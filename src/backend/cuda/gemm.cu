@@ -518,20 +518,15 @@ __global__ void __launch_bounds__(256, 1)
  * - tiles in the 128-byte swizzled K-major layout (row r's 16-byte chunk c
  *   at r 128 + (c ^ (r % 8)) 16; descriptors: swizzle mode 1, 1024 bytes
  *   between 8-row groups, k16 step i at + 32 i bytes);
- * - two accumulator sets: a step's two groups (8 wgmma) are issued
- *   together, and group 0's acc = fma(C, d, acc) runs while group 1's MMAs
- *   do (wait_group 1). Overlapping across steps (a group in flight over the
- *   barrier) made ptxas serialize the wgmma (C7514);
- * - x tiles three steps ahead in a 4-slot cp.async ring; weights loaded one
- *   step ahead into registers and converted by the warpgroup that
- *   multiplies them while its MMAs run.
+ * - two accumulator sets, so that one group's acc = fma(C, d, acc) runs
+ *   while the other group's MMAs do (wait_group 1);
+ * - warp specialization (the section below): producer warpgroups copy and
+ *   convert the weights, consumer warpgroups only multiply (165-175
+ *   TFLOP/s useful on the 9B Q8_0 shapes, against 121-125 for the
+ *   single-role kernel it replaced, 2026-12-03h).
  * The first wgmma attempt (commit dad340b, reverted: no-swizzle layout, each
  * group's MMAs waited for before the next group's) was no faster than
- * k_gemm_q8. Measured on the H200 with bench/kernels/gemm_lab.cu, T = 512:
- * Q8_0 {4096, 12288} 121-125 TFLOP/s useful against k_gemm_q8's 104-106,
- * with the same bits as k_gemm_q8 on that run; Q4_K {5120, 17408} 104.6
- * TFLOP/s, token 0 within 6.8e-7 of max|ref| of the CPU. (k_gemm_q8 with
- * 64 x 64 warp tiles, the other candidate, ran at 63: it spilled.)
+ * k_gemm_q8 (104-106 TFLOP/s on Q8_0 {4096, 12288}).
  *
  * Bits: a token's result depends only on its own activations and the row
  * length: every output element is the same chain of wgmma and fmas whatever
@@ -549,11 +544,7 @@ __global__ void __launch_bounds__(256, 1)
 #error "gemm.cu: build Hopper as sm_90a (make CUDA_ARCH=sm_90a): k_gemm_wg needs wgmma"
 #endif
 
-#define WG_S 4                                      /* x ring slots */
-#define WG_XT 16384                                 /* one 128 x 64 fp16 tile */
-#define WG_SLOT (2 * WG_XT + 1024)                  /* x hi, x lo and (Q4_K) the step's group sums of 128 tokens */
-#define WG_WT (WG_XT + 4 * GN * 4)                  /* a weight tile, its group scales and (Q4_K) mins */
-#define WG_SMEM (WG_S * WG_SLOT + 2 * WG_WT + 1024) /* + alignment slack: the tiles need 1024-byte alignment */
+#define WG_XT 16384 /* one 128 x 64 fp16 tile */
 
 /* byte offset of row r's 16-byte chunk c in a 128-byte swizzled tile */
 __device__ __forceinline__ uint32_t wg_sw(int r, int c) { return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4)); }
@@ -630,160 +621,259 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
     }
 }
 
-/* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block 256 (two
- * warpgroups: warpgroup wg owns the block's weight rows 64 wg .. + 63 x its
- * 128 tokens, 64 fp32 accumulators a thread), WG_SMEM bytes of dynamic
- * shared memory (the 1024-aligned tiles start inside its first 1024 bytes);
- * sm_90a; in % 64 == 0 (Q4_K: in % 256 == 0); W 16-byte aligned; xp and
- * xscale from k_gemm_xsplit; Q4_K: xsum (16-byte aligned) from k_gemm_xsum
- * with Tp = T rounded up to 128 (not read for Q8_0). Step kt covers columns
- * 64 kt .. + 63 (two groups): a thread pair per weight row, thread tid % 2
- * converting group tid % 2 (Q8_0: words 8 (tid % 2) .. + 8 of the pair's
- * 68 bytes; Q4_K: quarter kt % 4 of super-block kt / 4, sub-blocks
- * 2 (kt % 4) + {0, 1}: the low and high nibbles of one 32-byte run). Rows
- * past n_out read row 0 and are zeroed. y[t][o] = accumulate ? y[t][o] + v
- * : v. */
+/* The kernel is warp-specialized. Nsight Compute on the previous
+ * k_gemm_wg, where every thread loaded the next step's weights, converted
+ * its own rows and multiplied, with a block barrier a step (Q8_0 {4096,
+ * 12288}, T = 512): tensor pipe 23% busy, no eligible warp 72% of the
+ * cycles, the weights' global loads the largest stall. Now the block is
+ * four warpgroups:
+ * - two producers (40 registers a thread after setmaxnreg); producer p
+ *   takes the steps kt = p mod 2. For its step it copies the raw weight
+ *   bytes, the x tiles and the Q4_K group sums into stage kt % WS_D with
+ *   cp.async, coalesced (consecutive threads, consecutive 16-byte chunks);
+ *   once they landed (its own next step's copies already in flight) thread
+ *   i converts row i into the stage's swizzled fp16 tile and scales, and
+ *   the producer marks the stage full (an mbarrier, 128 arrivals).
+ * - two consumers (216 registers: weight rows 0-63 and 64-127 x the 128
+ *   tokens) only multiply and scale. The next step's group 0 is issued
+ *   before this step's group 1 is scaled, so the tensor cores always have a
+ *   group queued; a stage is released (an mbarrier, one arrival a warp)
+ *   when both of its groups are done.
+ * WS_D = 3 stages of 61 KB. A producer copies its step kt + 2 once step
+ * kt - 1 is released; the consumers release kt - 1 after issuing kt's first
+ * group, whose stage the other producer filled: no cycle.
+ *
+ * Measured with bench/kernels/gemm_lab.cu (H200, T = 512, TFLOP/s useful;
+ * the new kernel's bits memcmp-equal to the old one's on every shape):
+ *
+ *   shape                     old k_gemm_wg   1 producer   2 producers (this)
+ *   Q8_0 {4096, 12288}        121.8           137.2        165.1
+ *   Q8_0 {12288, 4096}        124.3           140.5        174.5
+ *   Q4_K {5120, 17408}        104.7           107.1        110.7
+ *   Q4_K {17408, 5120}         76.9            79.9         86.3
+ *
+ * With one producer the conversion was on the critical path (skipping it:
+ * 137 -> 183); the x copies as one token a thread (uncoalesced) had made it
+ * slower than the old kernel (103). Q4_K is held by something else: with
+ * the conversion skipped it reaches only 125 (the min-term fmas and their
+ * shared loads are the next suspects). */
+#define WS_D 3                                /* stages */
+#define WS_NP 2                               /* producer warpgroups: producer p takes the steps kt = p mod WS_NP */
+#define WS_THREADS (128 * (WS_NP + 2))
+#define WS_ENTRY (65536 / WS_THREADS / 8 * 8) /* registers a thread at launch */
+#define WS_PREG 40                            /* a producer thread's registers after setmaxnreg */
+#define WS_RAW 80                             /* raw bytes a row and step: Q8_0's 68 from a 16-byte aligned start */
+#define WS_XL WG_XT                           /* stage offsets: x hi at 0, x lo, */
+#define WS_W (2 * WG_XT)                      /* the fp16 weight tile, */
+#define WS_SC (3 * WG_XT)                     /* 2 GN group scales, 2 GN (Q4_K) group mins, */
+#define WS_XS (WS_SC + 4 * GN * 4)            /* (Q4_K) the step's group sums of 128 tokens, */
+#define WS_RW (WS_XS + 2 * GM * 4)            /* the raw weight bytes */
+#define WS_STAGE ((WS_RW + GN * WS_RAW + 1023) / 1024 * 1024)
+#define WS_SMEM (WS_D * WS_STAGE + 16 * WS_D + 1024) /* + the mbarriers, + alignment slack */
+
+/* 16-byte cp.async of which only the first n bytes are read (the rest zero-filled) */
+__device__ __forceinline__ void ws_cp16n(void *sdst, const void *gsrc, int n) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(sdst)),
+                 "l"(gsrc), "r"(n)
+                 : "memory");
+}
+__device__ __forceinline__ void ws_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+/* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block
+ * WS_THREADS (512), WS_SMEM bytes of dynamic shared memory (the 1024-aligned
+ * stages start inside its first 1024 bytes); sm_90a; in % 64 == 0 (Q4_K:
+ * in % 256 == 0); W 16-byte aligned; xp and xscale from k_gemm_xsplit; Q4_K:
+ * xsum (16-byte aligned) from k_gemm_xsum with Tp = T rounded up to 128 (not
+ * read for Q8_0). Step kt covers columns 64 kt .. + 63, two groups (Q4_K:
+ * quarter kt % 4 of super-block kt / 4, its sub-blocks 2 (kt % 4) + {0, 1}:
+ * the low and high nibbles of one 32-byte run). Tokens past T read token
+ * T - 1 and are not stored; rows past n_out read row 0 and are zeroed.
+ * y[t][o] = accumulate ? y[t][o] + v : v. */
 template <int TYPE>
-__global__ void __launch_bounds__(256, 1)
+__global__ void __launch_bounds__(WS_THREADS, 1)
     k_gemm_wg(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
               const __half *__restrict__ xp, const float *__restrict__ xsum, const float *__restrict__ xscale,
               float *__restrict__ y, int64_t T, int accumulate) {
     pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K;
+    /* a consumer thread's registers: the rest of the block's (ptxas: Q8_0 spills nothing, Q4_K 52 bytes) */
+    constexpr int CREG = (WS_ENTRY * WS_THREADS - 128 * WS_NP * WS_PREG) / 256 / 8 * 8;
     extern __shared__ uint8_t wg_raw[];
     uint8_t *sm = (uint8_t *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023); /* swizzled tiles: 1024-aligned */
-    const int tid = threadIdx.x, lane = tid & 31, wg = tid >> 7, wq = (tid >> 5) & 3;
-    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK, Tp = (T + GM - 1) / GM * GM;
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
-    uint8_t *wt = sm + WG_S * WG_SLOT; /* 2 x (weight tile, group scales, group mins) */
-    /* weights: warpgroup wg converts its own rows; thread pair per row, group tid & 1 */
-    const int wr = 64 * wg + ((tid & 127) >> 1), wh = tid & 1;
-    const bool wok = r0 + wr < n_out;
-    const uint8_t *wrow = W + (wok ? r0 + wr : 0) * row_bytes;
-    auto xcopy = [&](int64_t kt) { /* step kt's x tiles into slot kt % WG_S; always one commit group */
-        if (kt < nk) {
-            uint8_t *sl = sm + (kt % WG_S) * WG_SLOT;
-            if (Q4K && tid < 64) mmv_cp16(sl + 2 * WG_XT + 16 * tid, xsum + (kt * Tp + t0) * 2 + 4 * tid);
+    const uint32_t full = sbase + WS_D * WS_STAGE, empty = full + 8 * WS_D; /* an mbarrier per stage */
+    const int tid = threadIdx.x;
+    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK, Tp = (T + GM - 1) / GM * GM;
+    if (tid == 0) {
+        for (int s = 0; s < WS_D; s++) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;" ::"r"(full + 8 * s) : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" ::"r"(empty + 8 * s) : "memory");
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (tid < 128 * WS_NP) { /* a producer: thread i copies and converts row i */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WS_PREG) : "memory");
+        const int i = tid & 127, pw = tid >> 7;
+        const bool wok = r0 + i < n_out;
+        const uint8_t *wrow = W + (wok ? r0 + i : 0) * row_bytes;
+        /* Copies, coalesced (consecutive threads read consecutive 16-byte chunks): the raw rows as chunk k = i + 128
+         * m of the tile's 5 (Q8_0) or 3 (Q4_K) a row, the x tiles as chunk i % 8 of tokens i / 8 + 16 q. */
+        auto copy = [&](int64_t kt) { /* step kt's raw rows, x tiles and (Q4_K) sums into its stage */
+            uint8_t *st = sm + (kt % WS_D) * WS_STAGE;
+            int i = tid & 127; /* opaque to the compiler: the addresses are recomputed each step (a few integer ops)
+                          * instead of 20+ pointers held over the loop in the producer's 40 registers */
+            asm volatile("" : "+r"(i));
+            constexpr int NC = Q4K ? 3 : 5; /* chunks a row */
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int part = j >> 2, n = (tid >> 3) + 32 * (j & 3), c = tid & 7;
-                const int64_t t = t0 + n < T ? t0 + n : T - 1;
-                mmv_cp16(sl + part * WG_XT + wg_sw(n, c), xp + (part * T + t) * in + 64 * kt + 8 * c);
+            for (int m = 0; m < NC; m++) {
+                const int k = i + 128 * m, row = k / NC, ch = k - NC * row;
+                const uint8_t *w = W + (r0 + row < n_out ? r0 + row : 0) * row_bytes;
+                uint8_t *raw = st + WS_RW + WS_RAW * row + 16 * ch;
+                if (Q4K) { /* the 16-byte header, then the quarter's 32 nibble bytes */
+                    const uint8_t *b = w + 144 * (kt >> 2);
+                    mmv_cp16(raw, ch == 0 ? b : b + 32 * (kt & 3) + 16 * ch);
+                } else { /* 68 bytes at a 4-byte aligned address, from the 16-byte boundary below; the last chunk
+                          * cut at the step's end */
+                    const uint8_t *p = w + 68 * kt, *a = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)15);
+                    ws_cp16n(raw, a + 16 * ch, ch < 4 ? 16 : (int)(p - a) + 4);
+                }
             }
-        }
+            if (Q4K && i < 64) mmv_cp16(st + WS_XS + 16 * i, xsum + (kt * Tp + t0) * 2 + 4 * i);
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const int n = (i >> 3) + 16 * q, c = i & 7;
+                const int64_t t = t0 + n < T ? t0 + n : T - 1;
+                const __half *src = xp + t * in + 64 * kt + 8 * c;
+                mmv_cp16(st + wg_sw(n, c), src);
+                mmv_cp16(st + WS_XL + wg_sw(n, c), src + T * in);
+            }
+        };
+        auto convert = [&](int64_t kt) { /* row i of step kt's fp16 tile and its group scales (mins) */
+            uint8_t *st = sm + (kt % WS_D) * WS_STAGE;
+            const uint8_t *raw = st + WS_RW + WS_RAW * i;
+            float *sc = (float *)(st + WS_SC);
+            if (Q4K) {
+                const uint4 h = *(const uint4 *)raw;
+                const int j0 = 2 * (int)(kt & 3);
+                auto sb = [&](int k) { /* header byte 4 + k (scales[k]), by selects */
+                    const uint32_t w = (k >> 2) == 0 ? h.y : (k >> 2) == 1 ? h.z : h.w;
+                    return (int)((w >> (8 * (k & 3))) & 0xFFu);
+                };
+                const float d = __half2float(__ushort_as_half((uint16_t)h.x)),
+                            dm = __half2float(__ushort_as_half((uint16_t)(h.x >> 16)));
+#pragma unroll
+                for (int wh = 0; wh < 2; wh++) {
+                    const int j = j0 + wh;
+                    const int s6 = j < 4 ? sb(j) & 63 : (sb(j + 4) & 0xF) | ((sb(j - 4) >> 6) << 4);
+                    const int m6 = j < 4 ? sb(j + 4) & 63 : (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
+                    sc[2 * i + wh] = wok ? d * (float)s6 : 0.0f; /* exact: 11 x 6 bits */
+                    sc[2 * GN + 2 * i + wh] = wok ? dm * (float)m6 : 0.0f;
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const uint2 q = *(const uint2 *)(raw + 16 + 8 * c);
+                        uint32_t o[4];
+                        g_q4_to_h2(wok ? (q.x >> (4 * wh)) & 0x0F0F0F0Fu : 0u, &o[0], &o[1]);
+                        g_q4_to_h2(wok ? (q.y >> (4 * wh)) & 0x0F0F0F0Fu : 0u, &o[2], &o[3]);
+                        *(uint4 *)(st + WS_W + wg_sw(i, 4 * wh + c)) = make_uint4(o[0], o[1], o[2], o[3]);
+                    }
+                }
+            } else {
+                const uint32_t *p = (const uint32_t *)(raw + ((uintptr_t)(wrow + 68 * kt) & 15));
+#pragma unroll
+                for (int wh = 0; wh < 2; wh++) {
+                    const uint32_t sh = wh ? 32 : 16;
+                    const uint32_t w0 = p[8 * wh];
+                    sc[2 * i + wh] = wok ? __half2float(__ushort_as_half((uint16_t)(wh ? w0 >> 16 : w0))) : 0.0f;
+                    uint32_t prev = w0;
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const uint32_t a = p[8 * wh + 2 * c + 1], b = p[8 * wh + 2 * c + 2];
+                        uint32_t o[4];
+                        g_q8_to_h2(wok ? __funnelshift_rc(prev, a, sh) : 0u, &o[0], &o[1]);
+                        g_q8_to_h2(wok ? __funnelshift_rc(a, b, sh) : 0u, &o[2], &o[3]);
+                        prev = b;
+                        *(uint4 *)(st + WS_W + wg_sw(i, 4 * wh + c)) = make_uint4(o[0], o[1], o[2], o[3]);
+                    }
+                }
+            }
+        };
+        if (pw < nk) copy(pw); /* stage pw: fresh */
         mmv_cp_commit();
-    };
-    uint32_t v[12]; /* Q8_0: words 8 wh .. 8 wh + 8 of the pair's 68 bytes; Q4_K: the 16-byte header, 32 nibble bytes */
-    auto wload = [&](int64_t kt) {
-        if (Q4K) {
-            const uint8_t *b = wrow + 144 * (kt >> 2);
-            const uint4 h = __ldg((const uint4 *)b), q0 = __ldg((const uint4 *)(b + 16 + 32 * (kt & 3))),
-                        q1 = __ldg((const uint4 *)(b + 32 + 32 * (kt & 3)));
-            v[0] = h.x, v[1] = h.y, v[2] = h.z, v[3] = h.w;
-            v[4] = q0.x, v[5] = q0.y, v[6] = q0.z, v[7] = q0.w, v[8] = q1.x, v[9] = q1.y, v[10] = q1.z, v[11] = q1.w;
-        } else {
-            const uint32_t *p = (const uint32_t *)(wrow + 68 * kt) + 8 * wh;
-#pragma unroll
-            for (int i = 0; i < 9; i++) v[i] = __ldg(p + i);
+        for (int64_t kt = pw; kt < nk; kt += WS_NP) {
+            mmv_cp_wait<0>(); /* this thread's copies of step kt, */
+            asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* and every thread's of this producer */
+            convert(kt);
+            wg_proxy_fence(); /* its copies and stores, to the consumers' wgmma */
+            ws_arrive(full + 8 * (uint32_t)(kt % WS_D));
+            const int64_t j = kt + WS_NP; /* this producer's next step */
+            if (j < nk) {
+                if (j >= WS_D) mbar_wait(empty + 8 * (uint32_t)(j % WS_D), (uint32_t)((j / WS_D + 1) & 1));
+                copy(j);
+            }
+            mmv_cp_commit();
         }
-    };
-    auto wstore = [&](int64_t kt) {
-        uint8_t *t = wt + (kt & 1) * WG_WT;
-        float *sc = (float *)(t + WG_XT);
-        uint32_t hw[16];
-        if (Q4K) {
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                g_q4_to_h2(wok ? (v[4 + i] >> (4 * wh)) & 0x0F0F0F0Fu : 0u, &hw[2 * i], &hw[2 * i + 1]);
-            /* sub-block j's 6-bit scale and min (dq_k4_scale_min) from scales[12] = header bytes 4-15 */
-            const int j = 2 * (int)(kt & 3) + wh;
-            auto sb = [&](int i) { /* selects, not an indexed v[]: that would put v in local memory */
-                const uint32_t w = (i >> 2) == 0 ? v[1] : (i >> 2) == 1 ? v[2] : v[3];
-                return (int)((w >> (8 * (i & 3))) & 0xFFu);
-            };
-            const int s6 = j < 4 ? sb(j) & 63 : (sb(j + 4) & 0xF) | ((sb(j - 4) >> 6) << 4);
-            const int m6 = j < 4 ? sb(j + 4) & 63 : (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
-            const float d = __half2float(__ushort_as_half((uint16_t)v[0])),
-                        dm = __half2float(__ushort_as_half((uint16_t)(v[0] >> 16)));
-            sc[2 * wr + wh] = wok ? d * (float)s6 : 0.0f; /* exact: 11 x 6 bits */
-            sc[2 * GN + 2 * wr + wh] = wok ? dm * (float)m6 : 0.0f;
-        } else {
-            const uint32_t sh = wh ? 32 : 16;
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                g_q8_to_h2(wok ? __funnelshift_rc(v[i], v[i + 1], sh) : 0u, &hw[2 * i], &hw[2 * i + 1]);
-            const uint16_t d = (uint16_t)(wh ? v[0] >> 16 : v[0]);
-            sc[2 * wr + wh] = wok ? __half2float(__ushort_as_half(d)) : 0.0f;
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            *(uint4 *)(t + wg_sw(wr, 4 * wh + i)) = make_uint4(hw[4 * i], hw[4 * i + 1], hw[4 * i + 2], hw[4 * i + 3]);
-    };
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CREG) : "memory");
+    const int ct = tid - 128 * WS_NP, lane = ct & 31, cw = ct >> 7, wq = (ct >> 5) & 3;
+    const int R1 = 64 * cw + 16 * wq + (lane >> 2); /* this thread's rows R1, R1 + 8 */
     float acc[64], c0[64], c1[64];
 #pragma unroll
-    for (int i = 0; i < 64; i++) acc[i] = 0.0f, c0[i] = 0.0f, c1[i] = 0.0f;
-    const int R1 = 64 * wg + 16 * wq + (lane >> 2); /* this thread's rows R1, R1 + 8 */
-    /* Q4_K: acc -= dmin m sum(x) of group g, per token (acc[4 j + e]: token 8 j + 2 (lane % 4) + (e & 1)) */
-    auto mins = [&](const float *ds, const float *sxs, int g, const int R) {
-        const float m1 = -ds[2 * GN + 2 * R + g], m2 = -ds[2 * GN + 2 * (R + 8) + g];
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float sx = sxs[2 * (8 * j + 2 * (lane & 3) + e) + g];
-                acc[4 * j + e] = fmaf(m1, sx, acc[4 * j + e]);
-                acc[4 * j + 2 + e] = fmaf(m2, sx, acc[4 * j + 2 + e]);
-            }
-    };
-
-    xcopy(0), xcopy(1), xcopy(2);
-    wload(0);
-    wstore(0);
-    mmv_cp_wait<2>();
-    wg_proxy_fence();
-    __syncthreads();
-    for (int64_t kt = 0; kt < nk; kt++) {
-        xcopy(kt + 3); /* slot (kt + 3) % 4 last held step kt - 1, whose MMAs both warpgroups waited for */
-        if (kt + 1 < nk) wload(kt + 1);
-        const uint32_t sx = sbase + (uint32_t)(kt % WG_S) * WG_SLOT;
-        const uint32_t sw = sbase + WG_S * WG_SLOT + (uint32_t)(kt & 1) * WG_WT + wg * 64 * 128;
-        const float *ds = (const float *)(wt + (kt & 1) * WG_WT + WG_XT);
-        const float *sxs = (const float *)(sm + (kt % WG_S) * WG_SLOT + 2 * WG_XT);
-        /* both groups in flight; group 0 (c0) into acc while group 1 runs, then group 1 (c1) */
+    for (int k = 0; k < 64; k++) acc[k] = 0.0f, c0[k] = 0.0f, c1[k] = 0.0f;
+    /* group g (columns 32 g .. + 31 of the step) of step kt into c: lo k 0-15, lo k 16-31, hi k 0-15, hi k 16-31 */
+    auto issue = [&](int64_t kt, int g, float (&c)[64]) {
+        const uint32_t sx = sbase + (uint32_t)(kt % WS_D) * WS_STAGE + 64 * g, sw = sx + WS_W + cw * 64 * 128;
         wg_fence();
-        wg_mma(c0, wg_desc(sw), wg_desc(sx + WG_XT), 0);
-        wg_mma(c0, wg_desc(sw + 32), wg_desc(sx + WG_XT + 32), 1);
-        wg_mma(c0, wg_desc(sw), wg_desc(sx), 1);
-        wg_mma(c0, wg_desc(sw + 32), wg_desc(sx + 32), 1);
+        wg_mma(c, wg_desc(sw), wg_desc(sx + WS_XL), 0);
+        wg_mma(c, wg_desc(sw + 32), wg_desc(sx + WS_XL + 32), 1);
+        wg_mma(c, wg_desc(sw), wg_desc(sx), 1);
+        wg_mma(c, wg_desc(sw + 32), wg_desc(sx + 32), 1);
         wg_commit();
-        wg_mma(c1, wg_desc(sw + 64), wg_desc(sx + WG_XT + 64), 0);
-        wg_mma(c1, wg_desc(sw + 96), wg_desc(sx + WG_XT + 96), 1);
-        wg_mma(c1, wg_desc(sw + 64), wg_desc(sx + 64), 1);
-        wg_mma(c1, wg_desc(sw + 96), wg_desc(sx + 96), 1);
-        wg_commit();
-        /* this warpgroup's rows of step kt + 1, while both groups run: tile (kt + 1) & 1 was last read by
-         * step kt - 1's MMAs */
-        if (kt + 1 < nk) wstore(kt + 1);
-        wg_wait<1>();
-        {
-            const float d1 = ds[2 * R1], d2 = ds[2 * (R1 + 8)];
+    };
+    /* acc = fma(C, d, acc) for group g of step kt; Q4_K: acc -= dmin m sum(x) (acc[4 j + e]: row R1 + 8 (e >> 1),
+     * token 8 j + 2 (lane % 4) + (e & 1)) */
+    auto scale = [&](int64_t kt, int g, const float(&c)[64]) {
+        const uint8_t *st = sm + (kt % WS_D) * WS_STAGE;
+        const float *ds = (const float *)(st + WS_SC);
+        const float d1 = ds[2 * R1 + g], d2 = ds[2 * (R1 + 8) + g];
 #pragma unroll
-            for (int i = 0; i < 64; i++) acc[i] = fmaf(c0[i], (i & 2) ? d2 : d1, acc[i]);
-            if (Q4K) mins(ds, sxs, 0, R1);
-        }
-        wg_wait<0>();
-        {
-            const float d1 = ds[2 * R1 + 1], d2 = ds[2 * (R1 + 8) + 1];
+        for (int k = 0; k < 64; k++) acc[k] = fmaf(c[k], (k & 2) ? d2 : d1, acc[k]);
+        if (Q4K) {
+            const float *sxs = (const float *)(st + WS_XS);
+            const float m1 = -ds[2 * GN + 2 * R1 + g], m2 = -ds[2 * GN + 2 * (R1 + 8) + g];
 #pragma unroll
-            for (int i = 0; i < 64; i++) acc[i] = fmaf(c1[i], (i & 2) ? d2 : d1, acc[i]);
-            if (Q4K) mins(ds, sxs, 1, R1);
+            for (int j = 0; j < 16; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float sx = sxs[2 * (8 * j + 2 * (lane & 3) + e) + g];
+                    acc[4 * j + e] = fmaf(m1, sx, acc[4 * j + e]);
+                    acc[4 * j + 2 + e] = fmaf(m2, sx, acc[4 * j + 2 + e]);
+                }
         }
-        mmv_cp_wait<2>();
-        wg_proxy_fence();
-        __syncthreads();
+    };
+    mbar_wait(full, 0);
+    issue(0, 0, c0);
+    issue(0, 1, c1);
+    for (int64_t kt = 0; kt < nk; kt++) {
+        wg_wait<1>(); /* group 0 of step kt */
+        scale(kt, 0, c0);
+        const bool more = kt + 1 < nk;
+        if (more) { /* the next step's group 0 runs while group 1 of this one is scaled */
+            mbar_wait(full + 8 * (uint32_t)((kt + 1) % WS_D), (uint32_t)(((kt + 1) / WS_D) & 1));
+            issue(kt + 1, 0, c0);
+            wg_wait<1>();
+        } else {
+            wg_wait<0>();
+        }
+        scale(kt, 1, c1);
+        __syncwarp();
+        if (lane == 0) ws_arrive(empty + 8 * (uint32_t)(kt % WS_D)); /* this warp is done with the stage */
+        if (more) issue(kt + 1, 1, c1);
     }
-    /* acc[4 j + e]: row R1 + 8 (e >> 1), token 8 j + 2 (lane % 4) + (e & 1) */
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
@@ -941,9 +1031,9 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     const __half *xp = (const __half *)c->xs;
     float *xsum = q4k ? (float *)((uint8_t *)c->xs + sum_off) : NULL;
     if (q4k) cuda_launch(k_gemm_xsum, (unsigned)Tp, 256, 0, c->stream, xp, in, T, Tp, xsum);
-    if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE>>(WG_SMEM), "gemm wg: shared memory"))) return st;
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    cuda_launch(k_gemm_wg<TYPE>, grid, 256, WG_SMEM, c->stream, W, rb, in, n_out, xp, (const float *)xsum,
+    if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE>>(WS_SMEM), "gemm wg: shared memory"))) return st;
+    cuda_launch(k_gemm_wg<TYPE>, grid, WS_THREADS, WS_SMEM, c->stream, W, rb, in, n_out, xp, (const float *)xsum,
                 (const float *)c->tc_scale, y, T, accumulate);
     return CUDA_LAUNCHED(be, q4k ? "gemm wg q4_k" : "gemm wg q8_0");
 }

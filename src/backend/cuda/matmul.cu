@@ -124,8 +124,10 @@ static int mv_path(uint32_t type, int64_t in, int64_t T) {
  * decides, never T: a row's path, hence its bits, must not depend on the
  * batch): at T = 512 on the H200 it was 10% faster than mmvg on 27b's
  * gate / up {5120, 17408} (544 tiles: 4.1 waves) but 6-18% slower on the
- * 5120-row matrices (160 tiles: 1.2 waves). MEMRA_MMVG=0 sends all of them
- * to the GEMM. */
+ * 5120-row matrices (160 tiles: 1.2 waves). Rechecked with the
+ * warp-specialized k_gemm_wg (2026-12-03h): every Q4_K matrix on the GEMM
+ * made prefill 512 1.8-2.4% slower on 27b and 1% on 9b, so the rule stays.
+ * MEMRA_MMVG=0 sends all of them (Q6_K too) to the GEMM. */
 static int mmvg_path(memra_backend *be, uint32_t type, int64_t in, int64_t n_out) {
     static int on = -1;
     if (!env_on("MEMRA_MMVG", &on) || (cuda_gemm_wg_takes(type, in, n_out) && cuda_gemm_wg_fills(be, n_out)))
