@@ -22,8 +22,12 @@
  *     tile-major copy (7-9);
  *  10 the production matvec alone, 11 the prep alone (SWEEP=1);
  *  12, 13 k_sk<D>: the tile-major cp.async ring D = 2, 3 as one balanced
- *     stream per warp over a grid that fits at once (stream-K; written
- *     after this session's device time ran out: compiled, NOT YET RUN).
+ *     stream per warp over a grid that fits at once (stream-K). Run on
+ *     2026-12-03h: memcmp-equal, but slower everywhere: {4096, 12288} 20.5
+ *     us (33% of copy) against the ring's 13.8 (49%) and production's 16.4;
+ *     the 9B head 269 us (50%) against 166 (82%); fewer blocks a SM
+ *     (SK_PER_SM = 1, 2, 4) slower still. One stream per warp is not what
+ *     hides the fixed cost.
  * Each pair is prep + matvec (the input norm fused), PDL, 64 per CUDA graph
  * over rotating weight copies (> L2), % of copy. Checked: every variant
  * against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and memcmp.
