@@ -5,8 +5,8 @@
  * with MEMRA_GEMM_LAB defined, so it runs the backend's own kernels.
  *
  * Measured on the H200 (T = 512), TFLOP/s useful: the warp-specialized
- * k_gemm_wg (2026-12-03h) 165.1 on Q8_0 {4096, 12288}, 174.5 on {12288,
- * 4096}, 110.7 on Q4_K {5120, 17408}, 86.3 on {17408, 5120}; the kernel it
+ * k_gemm_wg (2026-12-03h) 169.3 on Q8_0 {4096, 12288}, 182.7 on {12288,
+ * 4096}, 129.6 on Q4_K {5120, 17408}, 99.3 on {17408, 5120}; the kernel it
  * replaced 121.8 / 124.3 / 104.7 / 76.9, with the same bits (memcmp, on
  * every shape); k_gemm_q8 104-106. gemm.cu's comment above k_gemm_wg has
  * the variants. (A 64 x 64 warp-tile variant of k_gemm_q8 ran at 63

@@ -587,8 +587,8 @@ __device__ __forceinline__ void g_q4_to_h2(uint32_t w, uint32_t *h01, uint32_t *
 
 /* The Q4_K min term's sums for k_gemm_wg: sum(x) of group g (32 columns) of
  * token t = the sum of x_hi + x_lo over the group (xp from k_gemm_xsplit:
- * the values the MMAs multiply), at xsum[((g / 2) Tp + t) 2 + g % 2], so
- * that step g / 2's sums of a block's 128 tokens are 1024 contiguous bytes;
+ * the values the MMAs multiply), at xsum[g Tp + t], so that group g's sums
+ * of a block's 128 tokens are 512 contiguous bytes;
  * tokens T .. Tp - 1 get zeros (k_gemm_wg copies whole tiles). Each sum is a
  * fixed-order function of the token's own x: thread i adds x_hi + x_lo of
  * columns 8 (i % 4) .. + 7 of group g0 + i / 4 in column order, then the 4
@@ -617,7 +617,7 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
         }
         s += __shfl_xor_sync(0xffffffffu, s, 1);
         s += __shfl_xor_sync(0xffffffffu, s, 2);
-        if (g < ng && q == 0) xsum[((g >> 1) * Tp + t) * 2 + (g & 1)] = s;
+        if (g < ng && q == 0) xsum[g * Tp + t] = s;
     }
 }
 
@@ -646,17 +646,19 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
  * Measured with bench/kernels/gemm_lab.cu (H200, T = 512, TFLOP/s useful;
  * the new kernel's bits memcmp-equal to the old one's on every shape):
  *
- *   shape                     old k_gemm_wg   1 producer   2 producers (this)
- *   Q8_0 {4096, 12288}        121.8           137.2        165.1
- *   Q8_0 {12288, 4096}        124.3           140.5        174.5
- *   Q4_K {5120, 17408}        104.7           107.1        110.7
- *   Q4_K {17408, 5120}         76.9            79.9         86.3
+ *   shape                 old k_gemm_wg   1 producer   2 producers   + shared loads (this)
+ *   Q8_0 {4096, 12288}    121.8           137.2        165.1         169.3
+ *   Q8_0 {12288, 4096}    124.3           140.5        174.5         182.7
+ *   Q4_K {5120, 17408}    104.7           107.1        110.7         129.6
+ *   Q4_K {17408, 5120}     76.9            79.9         86.3          99.3
  *
  * With one producer the conversion was on the critical path (skipping it:
  * 137 -> 183); the x copies as one token a thread (uncoalesced) had made it
- * slower than the old kernel (103). Q4_K is held by something else: with
- * the conversion skipped it reaches only 125 (the min-term fmas and their
- * shared loads are the next suspects). */
+ * slower than the old kernel (103). The last column: the consumers' loads
+ * of the scales and group sums are shared-space loads (the stage pointer
+ * had been made from an integer, which made them generic loads), and a
+ * group's sums are read as 16 float2, not 32 floats (k_gemm_xsum writes
+ * them group-major). */
 #define WS_D 3                                /* stages */
 #define WS_NP 2                               /* producer warpgroups: producer p takes the steps kt = p mod WS_NP */
 #define WS_THREADS (128 * (WS_NP + 2))
@@ -699,10 +701,12 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K;
-    /* a consumer thread's registers: the rest of the block's (ptxas: Q8_0 spills nothing, Q4_K 52 bytes) */
+    /* a consumer thread's registers: the rest of the block's (ptxas: no spills) */
     constexpr int CREG = (WS_ENTRY * WS_THREADS - 128 * WS_NP * WS_PREG) / 256 / 8 * 8;
     extern __shared__ uint8_t wg_raw[];
-    uint8_t *sm = (uint8_t *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023); /* swizzled tiles: 1024-aligned */
+    /* the stages 1024-aligned (the swizzled tiles), by an offset from the array so that the compiler keeps its
+     * loads in the shared space (a pointer from an integer made them generic loads) */
+    uint8_t *sm = wg_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(wg_raw) & 1023u)) & 1023u);
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
     const uint32_t full = sbase + WS_D * WS_STAGE, empty = full + 8 * WS_D; /* an mbarrier per stage */
     const int tid = threadIdx.x;
@@ -742,7 +746,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                     ws_cp16n(raw, a + 16 * ch, ch < 4 ? 16 : (int)(p - a) + 4);
                 }
             }
-            if (Q4K && i < 64) mmv_cp16(st + WS_XS + 16 * i, xsum + (kt * Tp + t0) * 2 + 4 * i);
+            if (Q4K && i < 64) /* group 2 kt + i / 32, tokens 4 (i % 32) .. + 3 */
+                mmv_cp16(st + WS_XS + 16 * i, xsum + (2 * kt + (i >> 5)) * Tp + t0 + 4 * (i & 31));
 #pragma unroll
             for (int q = 0; q < 8; q++) {
                 const int n = (i >> 3) + 16 * q, c = i & 7;
@@ -821,9 +826,15 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CREG) : "memory");
     const int ct = tid - 128 * WS_NP, lane = ct & 31, cw = ct >> 7, wq = (ct >> 5) & 3;
     const int R1 = 64 * cw + 16 * wq + (lane >> 2); /* this thread's rows R1, R1 + 8 */
+    /* Each register zeroed by its own instruction ("= 0.0f" made them copies of one zero register; with these
+     * ptxas spills nothing for Q4_K, against 12 bytes). */
     float acc[64], c0[64], c1[64];
 #pragma unroll
-    for (int k = 0; k < 64; k++) acc[k] = 0.0f, c0[k] = 0.0f, c1[k] = 0.0f;
+    for (int k = 0; k < 64; k++) {
+        asm("mov.b32 %0, 0;" : "=f"(acc[k]));
+        asm("mov.b32 %0, 0;" : "=f"(c0[k]));
+        asm("mov.b32 %0, 0;" : "=f"(c1[k]));
+    }
     /* group g (columns 32 g .. + 31 of the step) of step kt into c: lo k 0-15, lo k 16-31, hi k 0-15, hi k 16-31 */
     auto issue = [&](int64_t kt, int g, float (&c)[64]) {
         const uint32_t sx = sbase + (uint32_t)(kt % WS_D) * WS_STAGE + 64 * g, sw = sx + WS_W + cw * 64 * 128;
@@ -843,37 +854,43 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
         for (int k = 0; k < 64; k++) acc[k] = fmaf(c[k], (k & 2) ? d2 : d1, acc[k]);
         if (Q4K) {
-            const float *sxs = (const float *)(st + WS_XS);
+            const float *sxs = (const float *)(st + WS_XS) + GM * g; /* group g's sums, token order */
             const float m1 = -ds[2 * GN + 2 * R1 + g], m2 = -ds[2 * GN + 2 * (R1 + 8) + g];
 #pragma unroll
-            for (int j = 0; j < 16; j++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const float sx = sxs[2 * (8 * j + 2 * (lane & 3) + e) + g];
-                    acc[4 * j + e] = fmaf(m1, sx, acc[4 * j + e]);
-                    acc[4 * j + 2 + e] = fmaf(m2, sx, acc[4 * j + 2 + e]);
-                }
+            for (int j = 0; j < 16; j++) {
+                const float2 sx = *(const float2 *)(sxs + 8 * j + 2 * (lane & 3)); /* tokens e = 0, 1 */
+                acc[4 * j] = fmaf(m1, sx.x, acc[4 * j]);
+                acc[4 * j + 2] = fmaf(m2, sx.x, acc[4 * j + 2]);
+                acc[4 * j + 1] = fmaf(m1, sx.y, acc[4 * j + 1]);
+                acc[4 * j + 3] = fmaf(m2, sx.y, acc[4 * j + 3]);
+            }
         }
     };
+    /* The last step is peeled off, so the loop body is the same at every step (with "if (more)" branches ptxas
+     * also injected a wgmma wait, C7517). ptxas still reports C7514 (wgmma serialized: c0 is read at the top
+     * while group 1, issued in the previous iteration, is in flight). The variants without it were slower
+     * (2026-12-03h run 10): waiting for both groups at the top, 162 / 174 / 128 / 94.5 TFLOP/s on the four
+     * lab shapes against 169 / 183 / 130 / 99; no group in flight over the back-edge, 158 / 159 / 124 / 93. */
     mbar_wait(full, 0);
     issue(0, 0, c0);
     issue(0, 1, c1);
-    for (int64_t kt = 0; kt < nk; kt++) {
+    int64_t kt = 0;
+    for (; kt + 1 < nk; kt++) {
         wg_wait<1>(); /* group 0 of step kt */
         scale(kt, 0, c0);
-        const bool more = kt + 1 < nk;
-        if (more) { /* the next step's group 0 runs while group 1 of this one is scaled */
-            mbar_wait(full + 8 * (uint32_t)((kt + 1) % WS_D), (uint32_t)(((kt + 1) / WS_D) & 1));
-            issue(kt + 1, 0, c0);
-            wg_wait<1>();
-        } else {
-            wg_wait<0>();
-        }
+        /* the next step's group 0 runs while group 1 of this one is scaled */
+        mbar_wait(full + 8 * (uint32_t)((kt + 1) % WS_D), (uint32_t)(((kt + 1) / WS_D) & 1));
+        issue(kt + 1, 0, c0);
+        wg_wait<1>();
         scale(kt, 1, c1);
         __syncwarp();
         if (lane == 0) ws_arrive(empty + 8 * (uint32_t)(kt % WS_D)); /* this warp is done with the stage */
-        if (more) issue(kt + 1, 1, c1);
+        issue(kt + 1, 1, c1);
     }
+    wg_wait<1>();
+    scale(kt, 0, c0);
+    wg_wait<0>();
+    scale(kt, 1, c1);
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
