@@ -122,11 +122,14 @@ static int mv_path(uint32_t type, int64_t in, int64_t T) {
  * takes (gemm.cu, cuda_gemm_wg_takes: sm_90a) go to the GEMM when its tiles
  * fill their waves at the engine's 512-token prefill batch (the shape
  * decides, never T: a row's path, hence its bits, must not depend on the
- * batch): at T = 512 on the H200 it was 10% faster than mmvg on 27b's
- * gate / up {5120, 17408} (544 tiles: 4.1 waves) but 6-18% slower on the
- * 5120-row matrices (160 tiles: 1.2 waves). Rechecked with the
- * warp-specialized k_gemm_wg (2026-12-03h): every Q4_K matrix on the GEMM
- * made prefill 512 1.8-2.4% slower on 27b and 1% on 9b, so the rule stays.
+ * batch): the GEMM when its tiles fill at least half of their waves. With
+ * the single-role k_gemm_wg the bar was 80%: it was 10% faster than mmvg on
+ * 27b's gate / up {5120, 17408} (544 tiles: 4.1 waves) but 6-18% slower on
+ * the 5120-row matrices (160 tiles: 1.2 waves, 61%). With the
+ * warp-specialized kernel (2026-12-03h, run 11) every Q4_K matrix on the
+ * GEMM made 27b's prefill 512 1.9% faster but 9b's 0.9% slower: 9b's only
+ * matrices under 80% are the attention k / v projections (1024 rows: 32
+ * tiles, 24%), 27b's are those and the 5120-row ones. Hence 50%.
  * MEMRA_MMVG=0 sends all of them (Q6_K too) to the GEMM. */
 static int mmvg_path(memra_backend *be, uint32_t type, int64_t in, int64_t n_out) {
     static int on = -1;
