@@ -63,9 +63,11 @@ static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out,
                       int accumulate) {
     const dim3 g((unsigned)((r.n + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
     if (type == MEMRA_TYPE_Q4_K)
-        k_gemm_wg<MEMRA_TYPE_Q4_K><<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
+        k_gemm_wg<MEMRA_TYPE_Q4_K>
+            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
     else
-        k_gemm_wg<MEMRA_TYPE_Q8_0><<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
+        k_gemm_wg<MEMRA_TYPE_Q8_0>
+            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
 }
 
 /* max over i < n of |a[i] - b[i]| (infinite when either is not finite), and max |b| into *bmax */
@@ -164,7 +166,6 @@ int main(int argc, char **argv) {
     }
     const double t2 = lab_time_us([&]() { wg_launch(m, type, in, n_out, w, w.y, 0); });
     printf("k_gemm_wg       %8.1f us  %6.1f TFLOP/s useful\n", t2, flop / t2 * 1e-6);
-
     wg_free(&w);
     lab_mv_free(&m);
     free(h2);

@@ -710,7 +710,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
     const uint32_t full = sbase + WS_D * WS_STAGE, empty = full + 8 * WS_D; /* an mbarrier per stage */
     const int tid = threadIdx.x;
-    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK, Tp = (T + GM - 1) / GM * GM;
+    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK;
+    const int64_t Tp = (T + GM - 1) / GM * GM;
     if (tid == 0) {
         for (int s = 0; s < WS_D; s++) {
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;" ::"r"(full + 8 * s) : "memory");

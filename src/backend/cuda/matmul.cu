@@ -129,7 +129,9 @@ static int mv_path(uint32_t type, int64_t in, int64_t T) {
  * warp-specialized kernel (2026-12-03h, run 11) every Q4_K matrix on the
  * GEMM made 27b's prefill 512 1.9% faster but 9b's 0.9% slower: 9b's only
  * matrices under 80% are the attention k / v projections (1024 rows: 32
- * tiles, 24%), 27b's are those and the 5120-row ones. Hence 50%.
+ * tiles, 24%); 27b's are those, the 5120-row ones (61%) and the 6144-row
+ * z projection (73%). Hence 50% (run 12: 27b 1,708-1,713 tok/s, against
+ * 1,662-1,664 at 80% and 1,695-1,699 with all of them on the GEMM).
  * MEMRA_MMVG=0 sends all of them (Q6_K too) to the GEMM. */
 static int mmvg_path(memra_backend *be, uint32_t type, int64_t in, int64_t n_out) {
     static int on = -1;
