@@ -521,7 +521,7 @@ __global__ void __launch_bounds__(256, 1)
  * - two accumulator sets, so that one group's acc = fma(C, d, acc) runs
  *   while the other group's MMAs do (wait_group 1);
  * - warp specialization (the section below): producer warpgroups copy and
- *   convert the weights, consumer warpgroups only multiply (165-175
+ *   convert the weights, consumer warpgroups only multiply (169-183
  *   TFLOP/s useful on the 9B Q8_0 shapes, against 121-125 for the
  *   single-role kernel it replaced, 2026-12-03h).
  * The first wgmma attempt (commit dad340b, reverted: no-swizzle layout, each
