@@ -157,6 +157,174 @@ __global__ void __launch_bounds__(256) k_att_split(att_args a) {
     }
 }
 
+/* ---- decode phase 1 at the model shapes ----
+ *
+ * k_att_split above spends a decode step waiting: each warp loads one K row,
+ * then sums its G dots one 5-step butterfly after another, and each thread
+ * walks its split's V rows one load at a time (9b at depth 63: 29 us per
+ * attention layer for 128 KB of cache). k_att_dec does the same arithmetic
+ * with the waits taken together: a warp loads the K rows of PP positions at
+ * once, forms all PP x G per-lane partial dots, and sums them with one
+ * transposed butterfly (warp_scatter_sum: the same pairwise tree over the
+ * lanes as warp_sum, so the same bits, in 31 or 62 shuffles instead of
+ * 5 PP G); a thread loads 16 V rows before it folds them. Every score, the
+ * softmax stats and every o element are computed by k_att_split's operations
+ * in k_att_split's order, so its partials are k_att_split's bit for bit
+ * (MEMRA_ATT_DEC=0 in the environment sends decode back to k_att_split). */
+
+/* v[0 .. N) of every lane summed over the warp, scattered: afterwards lane l
+ * holds the sums of values N / 32 l .. N / 32 l + N / 32 - 1 in v[0 ..
+ * N / 32). Each stage halves the values a lane holds: of a pair of lanes
+ * (l, l ^ o) the one with bit o clear keeps the lower half, its partner the
+ * upper half, and each adds the other's copy to its own. Every value is
+ * summed by warp_sum's tree (pairs over bit 4, then 3, .., 0; fp addition
+ * is commutative), so each sum has warp_sum's bits. N = 32 or 64. */
+template <int N>
+__device__ __forceinline__ void warp_scatter_sum(float (&v)[N]) {
+    static_assert(N == 32 || N == 64, "warp_scatter_sum: N");
+    const int lane = threadIdx.x & 31;
+    int c = N;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const bool hi = lane & o;
+        const int h = c / 2;
+#pragma unroll
+        for (int j = 0; j < N / 2; j++) {
+            if (j < h) {
+                const float send = hi ? v[j] : v[j + h];
+                const float keep = hi ? v[j + h] : v[j];
+                v[j] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            }
+        }
+        c = h;
+    }
+}
+
+/* Launch contract: k_att_split's, with G = a.G and HD = a.hd. Warp w takes
+ * the positions w + 8 j (j < 8) of a split in 8 / PP passes of PP; thread
+ * d < HD owns dim d of the values. */
+template <int G, int HD>
+__global__ void __launch_bounds__(256) k_att_dec(att_args a) {
+    pdl_start();
+    static_assert(HD % 32 == 0 && HD <= 256 && G <= ATT_MAX_G, "k_att_dec: shape");
+    constexpr int ND = HD / 32, PP = G > 8 ? 4 : 8, NV = PP * G <= 32 ? 32 : 64;
+    static_assert(PP * G <= NV, "k_att_dec: values per lane");
+    extern __shared__ float sm[];
+    float *qs = sm;          /* [G][HD] */
+    float *sc = sm + G * HD; /* [G][ATT_SPLIT] scores, then weights */
+    __shared__ float stat_m[G], stat_l[G];
+    const int kvh = blockIdx.y, t = blockIdx.z;
+    int p = a.pos[t];
+    if (p >= a.n_ctx) p = a.n_ctx - 1;
+    if ((int)blockIdx.x * ATT_SPLIT > p) return;
+    const int64_t kv_dim = (int64_t)a.n_kv * HD;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+        int gq = i / HD, d = i % HD;
+        qs[i] = a.q[(int64_t)t * a.q_tok_stride + (int64_t)(kvh * G + gq) * a.q_head_stride + d];
+    }
+    __syncthreads();
+
+    for (int sp = blockIdx.x; sp * ATT_SPLIT <= p; sp += gridDim.x) {
+        const int s0 = sp * ATT_SPLIT;
+        const int ns = min(ATT_SPLIT, p + 1 - s0);
+        const int64_t base = ((int64_t)a.slot[a.tok_seq[t]] * a.n_ctx + s0) * kv_dim + (int64_t)kvh * HD;
+#pragma unroll 1
+        for (int pass = 0; pass < 8 / PP; pass++) {
+            if (w + 8 * pass * PP >= ns) break; /* uniform over the warp */
+            float kr[PP][ND];
+#pragma unroll
+            for (int j = 0; j < PP; j++) {
+                const int s = w + 8 * (pass * PP + j);
+                const float *row = a.kc + base + (int64_t)s * kv_dim;
+#pragma unroll
+                for (int i = 0; i < ND; i++) kr[j][i] = s < ns ? row[lane + 32 * i] : 0.0f;
+            }
+            float v[NV];
+#pragma unroll
+            for (int k = 0; k < NV; k++) v[k] = 0.0f;
+#pragma unroll
+            for (int gq = 0; gq < G; gq++) {
+                const float *qh = qs + gq * HD;
+                float qv[ND];
+#pragma unroll
+                for (int i = 0; i < ND; i++) qv[i] = qh[lane + 32 * i];
+#pragma unroll
+                for (int j = 0; j < PP; j++) {
+                    float acc = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < ND; i++) acc = fmaf(kr[j][i], qv[i], acc);
+                    v[j * G + gq] = acc;
+                }
+            }
+            warp_scatter_sum<NV>(v);
+#pragma unroll
+            for (int k = 0; k < NV / 32; k++) {
+                const int idx = lane * (NV / 32) + k;
+                const int j = idx / G, gq = idx % G, s = w + 8 * (pass * PP + j);
+                if (idx < PP * G && s < ns) sc[gq * ATT_SPLIT + s] = v[k] * a.scale;
+            }
+        }
+        __syncthreads();
+
+        for (int gq = w; gq < G; gq += 8) {
+            float *r = sc + gq * ATT_SPLIT;
+            float m = -INFINITY;
+            for (int s = lane; s < ns; s += 32) m = fmaxf(m, r[s]);
+            m = warp_max(m);
+            float l = 0.0f;
+            for (int s = lane; s < ns; s += 32) {
+                float e = expf(r[s] - m);
+                r[s] = e;
+                l += e;
+            }
+            l = warp_sum(l);
+            if (lane == 0) stat_m[gq] = m, stat_l[gq] = l;
+        }
+        __syncthreads();
+
+        if (threadIdx.x < HD) {
+            const int d = threadIdx.x;
+            float acc[G];
+#pragma unroll
+            for (int gq = 0; gq < G; gq++) acc[gq] = 0.0f;
+            const float *vr = a.vc + base + d;
+#pragma unroll 1
+            for (int c = 0; c < ns; c += 16) {
+                float vv[16];
+#pragma unroll
+                for (int k = 0; k < 16; k++) vv[k] = c + k < ns ? vr[(int64_t)(c + k) * kv_dim] : 0.0f;
+#pragma unroll
+                for (int k = 0; k < 16; k++)
+                    if (c + k < ns)
+#pragma unroll
+                        for (int gq = 0; gq < G; gq++) acc[gq] = fmaf(sc[gq * ATT_SPLIT + c + k], vv[k], acc[gq]);
+            }
+#pragma unroll
+            for (int gq = 0; gq < G; gq++) {
+                float *pp = a.part + (((int64_t)t * a.n_head + kvh * G + gq) * a.max_splits + sp) * (HD + 2);
+                pp[2 + d] = acc[gq];
+                if (d == 0) pp[0] = stat_m[gq], pp[1] = stat_l[gq];
+            }
+        }
+        __syncthreads(); /* sc and stat_* are rewritten by the next split */
+    }
+}
+
+/* k_att_dec for a's shape when there is one (hd 256: every Qwen3.5 model;
+ * G = 4: 0.8B, 9B; 6: 27B; 8: 35B-A3B; 16: 122B-A10B); false otherwise. */
+static bool att_dec_launch(const att_args &a, dim3 grid, size_t shm, cudaStream_t s) {
+    if (a.hd != 256) return false;
+    switch (a.G) {
+    case 4: cuda_launch(k_att_dec<4, 256>, grid, 256, shm, s, a); return true;
+    case 6: cuda_launch(k_att_dec<6, 256>, grid, 256, shm, s, a); return true;
+    case 8: cuda_launch(k_att_dec<8, 256>, grid, 256, shm, s, a); return true;
+    case 16: cuda_launch(k_att_dec<16, 256>, grid, 256, shm, s, a); return true;
+    default: return false;
+    }
+}
+
 /* Phase 2. Launch contract: grid (n_head, Tc), block 256; thread i owns dims
  * i, i + 256 of head blockIdx.x of token blockIdx.y and folds the token's
  * splits in order 0 .. pos/64. */
@@ -426,6 +594,7 @@ memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const fl
                             a.G, hd, shm);
     /* prefill: the query-tiled phase 1 (k_att_pf) */
     static int pf_on = -1;
+    static int dec_on = -1;
     const bool pf = T >= ATT_PF_MIN_T && (hd == 64 || hd == 128 || hd == 256) && env_on("MEMRA_ATT_PF", &pf_on);
     for (int64_t t0 = 0; t0 < T; t0 += Tc) {
         int64_t n = T - t0 < Tc ? T - t0 : Tc;
@@ -443,7 +612,9 @@ memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const fl
         } else {
             const int gmax = ATT_BLOCKS / n_kv > 1 ? ATT_BLOCKS / n_kv : 1;
             const unsigned gx = (unsigned)(a.max_splits < gmax ? a.max_splits : gmax);
-            cuda_launch(k_att_split, dim3(gx, (unsigned)n_kv, (unsigned)n), 256, shm, c->stream, a);
+            const dim3 grid(gx, (unsigned)n_kv, (unsigned)n);
+            if (!env_on("MEMRA_ATT_DEC", &dec_on) || !att_dec_launch(a, grid, shm, c->stream))
+                cuda_launch(k_att_split, grid, 256, shm, c->stream, a);
         }
         st = CUDA_LAUNCHED(be, "attention: split kernel");
         if (st) return st;
