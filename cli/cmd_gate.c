@@ -927,11 +927,14 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
     /* with_norm: the op's input is rmsnorm(x) (memra_norm), fused on the GPU;
      * the CPU reference runs the rmsnorm op, then the matmuls on its rows */
     if (with_norm && wvec_make(g, &nw, "input_norm", in, 1, 0.5f, 1.5f)) return -1;
-    const memra_norm gnorm = {&nw.g, 1e-6f}, cnorm = {&nw.c, 1e-6f}, *gn = with_norm ? &gnorm : NULL;
+    /* with_norm == 2: the normalised rows are also wanted (memra_norm.out) and checked against the CPU's */
+    float *dxn = with_norm == 2 ? galloc(g, (size_t)(FUSED_TMAX * in) * 4) : NULL, *hxn = NULL;
+    const memra_norm gnorm = {&nw.g, 1e-6f, dxn}, cnorm = {&nw.c, 1e-6f, NULL}, *gn = with_norm ? &gnorm : NULL;
     x = malloc((size_t)(FUSED_TMAX * in) * 4);
     xr = with_norm ? malloc((size_t)(FUSED_TMAX * in) * 4) : x;
     ref = malloc((size_t)(FUSED_TMAX * 16) * 4);
     dx = galloc(g, (size_t)(FUSED_TMAX * in) * 4);
+    if (with_norm == 2 && (!dxn || !(hxn = malloc((size_t)(FUSED_TMAX * in) * 4)))) goto done;
     if (!x || !xr || !ref || !dx) goto done;
     for (int i = 0; i < n_out; i++) {
         hy[i] = malloc((size_t)(FUSED_TMAX * s[i].out) * 4);
@@ -952,6 +955,7 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
         if (T == FUSED_TMAX && (g->quick || type != MEMRA_TYPE_Q4_K)) continue;
         for (int i = 0; i < n_out; i++)
             if (gpoison(g, dy[i], (size_t)(T * s[i].out) * 4)) goto done;
+        if (dxn && gpoison(g, dxn, (size_t)(T * in) * 4)) goto done;
         memra_status st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx, dy[0], T, gn)
                                  : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy, dx, T, gn);
         if (st) {
@@ -959,6 +963,13 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
             continue;
         }
         double e = 0.0;
+        if (dxn) { /* the rows written out: each token's against the CPU's rmsnorm */
+            if (gdown(g, hxn, dxn, (size_t)(T * in) * 4)) goto done;
+            for (int64_t t = 0; t < T; t++) {
+                double et = rel_err(xr + t * in, hxn + t * in, (size_t)in);
+                if (isnan(et) || et > e) e = et;
+            }
+        }
         for (int i = 0; i < n_out; i++) {
             if (gdown(g, hy[i], dy[i], (size_t)(T * s[i].out) * 4)) goto done;
             if (!all_finite(hy[i], (size_t)(T * s[i].out))) e = NAN;
@@ -994,6 +1005,23 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
         }
         const char *note = T >= GATE_TC_MIN_T ? "prefill path" : "";
         int inv_ok = 1;
+        /* the rows written out: the same bits as the unfused ops (the rmsnorm op, then matmul_multi on its rows) */
+        if (dxn && !swiglu && T <= FUSED_T2) {
+            float *dxn2 = galloc(g, (size_t)(T * in) * 4), *h2 = malloc((size_t)(T * (in > max_out ? in : max_out)) * 4);
+            int same = dxn2 && h2;
+            if (same) {
+                st = g->gpu->ops->rmsnorm(g->gpu, dx, in, &nw.g, dxn2, in, in, T, 1e-6f);
+                if (!st) st = g->gpu->ops->matmul_multi(g->gpu, n, wg, dy1, dxn2, T, NULL);
+                same = !st && !gdown(g, h2, dxn2, (size_t)(T * in) * 4) && !memcmp(h2, hxn, (size_t)(T * in) * 4);
+                for (int i = 0; i < n_out && same; i++)
+                    same = !gdown(g, h2, dy1[i], (size_t)(T * s[i].out) * 4) &&
+                           !memcmp(h2, hy[i], (size_t)(T * s[i].out) * 4);
+            }
+            if (dxn2) g->gpu->ops->free(g->gpu, dxn2);
+            free(h2);
+            gate_row(g, 1, op, m->name, label, memra_type_name(type), (long)T, same ? 0.0 : 1.0, 0, same,
+                     "== rmsnorm, then matmul_multi (memcmp)");
+        }
         /* the last row alone (T = 7: a T = 1 run) or among other tokens
          * (the prefill path: the last 20 tokens as one batch) */
         if (T > 1) {
@@ -1021,7 +1049,8 @@ done:
         if (dy1[i]) g->gpu->ops->free(g->gpu, dy1[i]);
     }
     if (xr != x) free(xr);
-    free(x), free(ref), free(y1);
+    free(x), free(ref), free(y1), free(hxn);
+    if (dxn) g->gpu->ops->free(g->gpu, dxn);
     if (dx) g->gpu->ops->free(g->gpu, dx);
     for (int i = 0; i < n; i++) wpair_free(g, &w[i]);
     if (with_norm) wpair_free(g, &nw);
@@ -1054,6 +1083,12 @@ static int gate_fused_matmul(gate *g, const gate_model *m) {
             gate_fused_case(g, m, "matmul_swiglu", "norm+ffn gate,up", 2, ffn, types[k], 1, 1))
             return -1;
     }
+    /* a MoE layer's post-attention norm with the router and the shared
+     * expert's gate (F32), the normalised rows written out for the experts */
+    const mm_shape router[2] = {{"ffn_gate_inp", H, m->n_expert}, {"ffn_gate_inp_shexp", H, 1}};
+    if (m->n_expert &&
+        gate_fused_case(g, m, "matmul_multi", "norm(out)+router,shexp gate", 2, router, MEMRA_TYPE_F32, 0, 2))
+        return -1;
     return 0;
 }
 

@@ -71,7 +71,7 @@ static void test_matmul_multi(void) {
     float x[T * IN], xn[T * IN];
     fill(x, T * IN, 3.0f);
     memra_weight nw = rand_weight(MEMRA_TYPE_F32, IN, 1);
-    const memra_norm norm = {&nw, 1e-6f};
+    const memra_norm norm = {&nw, 1e-6f, NULL};
     for (size_t k = 0; k < MEMRA_ARRAY_LEN(types); k++) {
         memra_weight w[4];
         const memra_weight *wp[4];
@@ -122,7 +122,7 @@ static void test_matmul_swiglu(void) {
     float x[T * IN], xn[T * IN], g[T * NFF], u[T * NFF], ref[T * NFF], out[T * NFF];
     fill(x, T * IN, 3.0f);
     memra_weight nw = rand_weight(MEMRA_TYPE_F32, IN, 1);
-    const memra_norm norm = {&nw, 1e-6f};
+    const memra_norm norm = {&nw, 1e-6f, NULL};
     for (size_t k = 0; k < MEMRA_ARRAY_LEN(types); k++) {
         memra_weight gw = rand_weight(types[k], IN, NFF), uw = rand_weight(types[k], IN, NFF);
         for (int64_t tt = 1; tt <= T; tt += T - 1) {

@@ -76,10 +76,13 @@ typedef struct memra_gdn_params {
 /* The RMSNorm a matmul op may apply to its input first: the input becomes
  * rmsnorm(x) with the rmsnorm op's formula (x / sqrt(mean(x^2) + eps) * w,
  * w {in} F32), so that a layer's input norm and the matvecs that read it run
- * as one launch at decode. */
+ * as one launch at decode. out (may be NULL): the normalised rows [T][in]
+ * are also written there, as the rmsnorm op writes them, for other readers
+ * of the same norm (a MoE layer's router and experts). */
 typedef struct memra_norm {
     const memra_weight *w;
     float eps;
+    float *out;
 } memra_norm;
 
 /* MoE expert weights of one layer. */

@@ -54,7 +54,7 @@ static memra_status attn_block(fw *f, int il) {
     float *o = st->mid;               /* [T][q_dim] */
     const memra_weight *w[3] = {L->wq, L->wk, L->wv};
     float *y[3] = {qg, k, v};
-    const memra_norm norm = {L->attn_norm, c->rms_eps};
+    const memra_norm norm = {L->attn_norm, c->rms_eps, NULL};
     OP(f, il, "attn_norm+qkv", matmul_multi(f->be, 3, w, y, st->x, T, &norm));
     /* per-head norms come before RoPE, the gate gets neither; text-only IMROPE
      * = NeoX RoPE at position p on the first n_rot dims (spec §4.3); then k, v
@@ -84,7 +84,7 @@ static memra_status gdn_block(fw *f, int il) {
     float *y = st->mid;                 /* [T][value_dim] */
     const memra_weight *w[4] = {L->ssm_qkv, L->ssm_z, L->ssm_beta, L->ssm_alpha};
     float *yw[4] = {mixed, z, braw, araw};
-    const memra_norm norm = {L->attn_norm, c->rms_eps};
+    const memra_norm norm = {L->attn_norm, c->rms_eps, NULL};
     OP(f, il, "attn_norm+ssm_in (qkv z beta alpha)", matmul_multi(f->be, 4, w, yw, st->x, T, &norm));
     memra_gdn_params p = {
         .conv1d = L->ssm_conv,
@@ -137,7 +137,9 @@ static int moe_block_fits(const fw *f, const memra_layer *L) {
 }
 
 /* MoE (spec §6.2): softmax over all experts, top-k, renormalise; plus the
- * shared expert scaled by sigmoid(w_shgate . x). */
+ * shared expert scaled by sigmoid(w_shgate . x). The post-attention norm
+ * runs with the router's matmul (one launch at decode on the CUDA backend),
+ * which also writes the normalised rows to st->xn for the experts. */
 static memra_status moe_block(fw *f, int il) {
     const memra_model_config *c = f->c;
     const memra_layer *L = &f->m->layers[il];
@@ -145,14 +147,12 @@ static memra_status moe_block(fw *f, int il) {
     int64_t T = f->T, H = c->n_embd;
     float *router = st->big; /* [T][n_expert] */
     float *sg = router + T * c->n_expert; /* [T][1] */
+    const memra_norm post = {L->post_norm, c->rms_eps, st->xn};
+    const memra_weight *rw[2] = {L->ffn_router, L->shexp_gate_inp};
+    float *ry[2] = {router, sg};
     if (moe_block_fits(f, L)) {
-        if (L->shexp_gate) {
-            const memra_weight *w[2] = {L->ffn_router, L->shexp_gate_inp};
-            float *y[2] = {router, sg};
-            OP(f, il, "ffn_gate_inp+shexp", matmul_multi(f->be, 2, w, y, st->xn, T, NULL));
-        } else {
-            OP(f, il, "ffn_gate_inp", matmul(f->be, L->ffn_router, st->xn, router, T, 0));
-        }
+        OP(f, il, L->shexp_gate ? "post_norm+ffn_gate_inp+shexp" : "post_norm+ffn_gate_inp",
+           matmul_multi(f->be, L->shexp_gate ? 2 : 1, rw, ry, st->x, T, &post));
         memra_moe_params p = {.gate_exps = L->gate_exps, .up_exps = L->up_exps, .down_exps = L->down_exps,
                               .n_expert = c->n_expert, .n_used = c->n_expert_used, .gate_shexp = L->shexp_gate,
                               .up_shexp = L->shexp_up, .down_shexp = L->shexp_down};
@@ -160,7 +160,7 @@ static memra_status moe_block(fw *f, int il) {
                                          st->moe_scratch));
         return MEMRA_OK;
     }
-    OP(f, il, "ffn_gate_inp", matmul(f->be, L->ffn_router, st->xn, router, T, 0));
+    OP(f, il, "post_norm+ffn_gate_inp", matmul_multi(f->be, 1, rw, ry, st->x, T, &post));
     OP(f, il, "moe_route", moe_route(f->be, router, T, c->n_expert, c->n_expert_used, st->ids, st->route_w));
     memra_moe_params p = {.gate_exps = L->gate_exps, .up_exps = L->up_exps, .down_exps = L->down_exps,
                           .n_expert = c->n_expert, .n_used = c->n_expert_used};
@@ -252,10 +252,8 @@ static memra_status run_trunk(fw *f, float *hidden) {
         const memra_layer *L = &m->layers[il];
         if (L->kind == MEMRA_LAYER_GDN) MEMRA_TRY(gdn_block(f, il));
         else MEMRA_TRY(attn_block(f, il));
-        const memra_norm post = {L->post_norm, c->rms_eps};
+        const memra_norm post = {L->post_norm, c->rms_eps, NULL};
         if (c->is_moe) {
-            /* the router, the shared expert and the experts all read xn */
-            OP(f, il, "post_attention_norm", rmsnorm(f->be, st->x, H, L->post_norm, st->xn, H, H, T, c->rms_eps));
             MEMRA_TRY(moe_block(f, il));
         } else {
             MEMRA_TRY(swiglu_mlp(f, il, L->ffn_gate, L->ffn_up, L->ffn_down, st->x, &post, st->x, 1));

@@ -215,17 +215,21 @@ static memra_status cpu_matmul(memra_backend *be, const memra_weight *w, const f
     return MEMRA_OK;
 }
 
-/* The input of a matmul op with a norm: rmsnorm(x) into a new buffer (*tmp,
- * freed by the caller), exactly the rmsnorm op; without one, x itself. */
+/* The input of a matmul op with a norm: rmsnorm(x), exactly the rmsnorm op,
+ * into norm->out or else a new buffer (*tmp, freed by the caller); without
+ * one, x itself. */
 static memra_status norm_input(memra_backend *be, const memra_norm *norm, const float *x, int64_t in, int64_t T,
                                const float **xin, float **tmp) {
     *xin = x, *tmp = NULL;
     if (!norm) return MEMRA_OK;
     if (!norm->w || norm->w->ne[0] != in) return MEMRA_ERR_INVALID;
-    *tmp = malloc((size_t)((T > 0 ? T : 1) * in) * sizeof(float));
-    if (!*tmp) return MEMRA_ERR_NOMEM;
-    *xin = *tmp;
-    return cpu_rmsnorm(be, x, in, norm->w, *tmp, in, in, T, norm->eps);
+    float *dst = norm->out;
+    if (!dst) {
+        *tmp = dst = malloc((size_t)((T > 0 ? T : 1) * in) * sizeof(float));
+        if (!dst) return MEMRA_ERR_NOMEM;
+    }
+    *xin = dst;
+    return cpu_rmsnorm(be, x, in, norm->w, dst, in, in, T, norm->eps);
 }
 
 /* Several matmuls of one input: each is cpu_matmul (the same rows, the same

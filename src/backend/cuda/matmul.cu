@@ -249,6 +249,13 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
     }
     memra_status nst = norm_check(be, norm, w[0]->ne[0]);
     if (nst || T == 0) return nst;
+    if (norm && norm->out) { /* the rows are wanted: one fused launch (F32 rows), else the rmsnorm op into out */
+        int done;
+        if ((nst = cuda_rmsnorm_mv(be, n, w, y, x, T, norm, &done)) || done) return nst;
+        const int64_t in = w[0]->ne[0];
+        if ((nst = cuda_op_rmsnorm(be, x, in, norm->w, norm->out, in, in, T, norm->eps))) return nst;
+        x = norm->out, norm = NULL;
+    }
     /* the norm goes into the kernels when every launch of the call takes it */
     int in_kernel = 1;
     for (int i = 0; i < n; i++) in_kernel &= path_takes_norm(fused[i]);
@@ -306,6 +313,10 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
                             (long long)gate->ne[1], (long long)up->ne[0], (long long)up->ne[1]);
     if ((st = norm_check(be, norm, gate->ne[0])) || T == 0) return st;
     int64_t in = gate->ne[0], n = gate->ne[1];
+    if (norm && norm->out) { /* the rows are wanted: the rmsnorm op into out */
+        if ((st = cuda_op_rmsnorm(be, x, in, norm->w, norm->out, in, in, T, norm->eps))) return st;
+        x = norm->out, norm = NULL;
+    }
     size_t part = ws_rows_bytes(T, n);
     /* the one-launch swiglu of the int8 and Q4_K paths (1; 5: T < 16) */
     const int path = gate->type != up->type  ? 0

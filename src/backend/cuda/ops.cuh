@@ -17,6 +17,10 @@ memra_status cuda_op_argmax(memra_backend *be, const float *logits, int64_t n, i
 memra_status cuda_op_rmsnorm(memra_backend *be, const float *x, int64_t x_stride, const memra_weight *w, float *y,
                              int64_t y_stride, int64_t n, int64_t n_rows, float eps);
 
+/* norm.cu: matmul_multi's norm with its rows written out (memra_norm.out), F32 weights, T < 16; *done = 0
+ * when the shapes are not its own (nothing launched) */
+memra_status cuda_rmsnorm_mv(memra_backend *be, int n, const memra_weight *const *w, float *const *y, const float *x,
+                             int64_t T, const memra_norm *norm, int *done);
 /* matmul.cu */
 memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                             int accumulate);
