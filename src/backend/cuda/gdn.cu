@@ -146,7 +146,6 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
     __shared__ float vs[CB], os[CB], red[8];
     __shared__ int last_key, last_head;
     const int h = blockIdx.x / GDN_NS, sp = blockIdx.x % GDN_NS, s = blockIdx.y;
-    pdl_start();
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tid = threadIdx.x;
     const int kh = a.kv_tiled ? h % a.n_k : h / (a.n_v / a.n_k);
     const int64_t key_dim = (int64_t)a.n_k * DK, vdim = (int64_t)a.n_v * DV;
@@ -164,10 +163,22 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
 #pragma unroll
     for (int jj = 0; jj < CW; jj++) gdn_load<KR>(S + (int64_t)(CW * w + jj) * DK + KR * lane, st[jj]);
     const float dt_b = a.dt_bias[h], A = a.a[h];
+    /* Everything above is loaded before the wait: the weights, and the
+     * states, which only this layer's previous gdn launch wrote, two or more
+     * launches back. That launch is complete when this one starts: the
+     * kernel right before this one (the ssm_in matvec) let it launch only
+     * after its own wait returned (k_mmvq triggers after its wait, the
+     * others at exit; k_mmvq_prep, which triggers before, is never the one
+     * right before a gdn). Only the projections below come from that
+     * kernel. Two gdn launches on one state back to back (no op between)
+     * would race here; the forward pass never makes them. */
+    pdl_start();
     const float qscale = 1.0f / sqrtf((float)DK);
     const int t0 = a.seq_start[s], t1 = a.seq_start[s + 1];
     for (int t = t0; t < t1; t++) {
         const float *mt = a.mixed + (int64_t)t * a.conv_dim;
+        /* the gate inputs load with the conv inputs, not after the norms' barriers */
+        const float braw = a.braw[(int64_t)t * a.n_v + h], araw = a.araw[(int64_t)t * a.n_v + h];
         float x = 0.0f; /* threads past 2 DK hold nothing (zero partial sums) */
         if (tid < 2 * DK) x = gdn_ch_step(cqk, mt[ch_qk], dc);
         if (tid < CB) vs[tid] = gdn_ch_step(cv, mt[ch_v], dc);
@@ -180,8 +191,8 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
             kn[tid - DK] = x / sqrtf(gdn_sum_warps<KR>(red + KR) + a.l2_eps);
         }
         __syncthreads();
-        const float beta = sigmoid_f(a.braw[(int64_t)t * a.n_v + h]);
-        const float g = A * softplus_f(a.araw[(int64_t)t * a.n_v + h] + dt_b);
+        const float beta = sigmoid_f(braw);
+        const float g = A * softplus_f(araw + dt_b);
         const float eg = expf(g);
         float kr[KR], qr[KR];
         gdn_load<KR>(kn + KR * lane, kr);
@@ -211,6 +222,14 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
 #pragma unroll
     for (int jj = 0; jj < CW; jj++) gdn_store<KR>(S + (int64_t)(CW * w + jj) * DK + KR * lane, st[jj]);
     if (tid < CB) gdn_ch_save(cv, a.conv_state + (slot * a.conv_dim + ch_v) * (dc - 1), dc);
+    /* the gated norm's z and norm weight, loaded by every block before the count (one pass: a decode
+     * step), so that the head's last block does not wait for them after it */
+    const bool one_pass = (int64_t)(t1 - t0) * DV <= (int64_t)blockDim.x;
+    float z_pre = 0.0f, nw_pre = 0.0f;
+    if (one_pass && tid < (t1 - t0) * DV) {
+        z_pre = a.z[(int64_t)(t0 + tid / DV) * vdim + (int64_t)h * DV + tid % DV];
+        nw_pre = a.norm[tid % DV];
+    }
     /* count this block in: its reads of the q/k conv state and its writes of o and part come first */
     __threadfence();
     __syncthreads();
@@ -237,7 +256,8 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
         for (int k = 1; k < GDN_NS; k++) tot += __ldcg(pp + k);
         const int64_t idx = t * vdim + (int64_t)h * DV + j;
         const float o = __ldcg(a.out + idx);
-        a.out[idx] = o / sqrtf(tot / (float)DV + a.eps) * a.norm[j] * silu_f(a.z[idx]);
+        const float zv = one_pass ? z_pre : a.z[idx], nv = one_pass ? nw_pre : a.norm[j];
+        a.out[idx] = o / sqrtf(tot / (float)DV + a.eps) * nv * silu_f(zv);
     }
 }
 
@@ -293,7 +313,7 @@ static gdn_fn gdn_pick(int dk, int dv) {
 
 #define GDN_SCAN_MIN_T 16
 #define GDN_SCAN_CPW 4 /* state columns per warp */
-#define GDN_SCAN_AHEAD 4 /* tokens whose inputs a warp has in flight */
+#define GDN_SCAN_AHEAD 4 /* tokens whose inputs a warp has in flight (8: prefill 512 +0.3%, 2026-12-04b) */
 
 typedef struct gdn_scan_args {
     const int32_t *seq_start, *slot, *tok_seq; /* the batch's device arrays */
@@ -390,7 +410,7 @@ __global__ void __launch_bounds__(128) k_gdn_scan(gdn_scan_args a) {
     };
     /* a queue of GDN_SCAN_AHEAD tokens' inputs in flight (an L2 round trip
      * is several tokens' compute): slot i holds token t + i, refilled with
-     * token t + i + AHEAD as soon as it is taken */
+     * token t + i + GDN_SCAN_AHEAD as soon as it is taken */
     in_t q[GDN_SCAN_AHEAD];
 #pragma unroll
     for (int i = 0; i < GDN_SCAN_AHEAD; i++)

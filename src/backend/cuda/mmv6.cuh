@@ -264,6 +264,137 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX) k_mmv6(mmv_args a) {
 #undef MMV6_PART
 }
 
+/* ---- k_mmv6p: k_mmv6 for long outputs (the output head) ----
+ *
+ * For the head {4096, 248320} k_mmv6 runs 15,520 blocks, and each warp
+ * converts its super-blocks of x again for every 16 rows (mmv6_stage:
+ * loads, a max, the hi / lo split), about as many instructions as the
+ * rows' own decoding; the head ran at 45-49% of the copy bandwidth
+ * (bench/results/2026-12-03g-h200.md). k_mmv6p's blocks stay: warp w
+ * stages its super-block range [sb0, sb1) for all T tokens once, then the
+ * block loops over tiles b, b + gridDim.x, ..., the warp's next raw
+ * super-block (the next tile's first one at a tile's end) loading while
+ * it multiplies the current one. Per tile the arithmetic is k_mmv6's:
+ * the same staging values, mmv6_sb in sb order, the ks partials added in
+ * warp order, so every row has k_mmv6's bits (the grid only decides which
+ * block runs a tile). T <= 4, nsb <= 32 (at most MMV6P_SBW super-blocks a
+ * warp).
+ * Measured on the H200 (bench/results/2026-12-04b-h200.md, run 1): the 9B
+ * head 406 -> 391 us (still ~51% of copy: the staging was not the main
+ * cost), decode +0.7% (9b q4_k_m) and +0.9% (35b-a3b), MEMRA_MMV6P=0 A/B.
+ * The gate's output{H, 248320} rows hold it to k_mmv6's bits (memcmp). */
+#define MMV6P_SBW 8
+
+static inline size_t mmv6p_smem_bytes(int T, int nsb, int ks) {
+    const int sbw = (nsb + ks - 1) / ks;
+    return (size_t)ks * sbw * 2 * T * MMV6_TS * 2;
+}
+
+/* the most any fitting launch takes: ks sbw <= nsb + ks <= 40 super-blocks of 4 tokens */
+#define MMV6P_SMEM_MAX (40 * 2 * 4 * MMV6_TS * 2)
+
+static inline bool mmv6p_ok(int T, int64_t in) { return T <= 4 && in / 256 <= 4 * MMV6P_SBW; }
+
+/* Launch contract: grid <= ntiles = blk0[4], block 32 * ks (ks = mmv_ks(in /
+ * 256)), dynamic shared memory mmv6p_smem_bytes(T, in / 256, ks); k_mmv6's
+ * otherwise, with T <= 4 and in / 256 <= 32. */
+static __global__ void __launch_bounds__(32 * MMV_KS_MAX) k_mmv6p(mmv_args a) {
+    extern __shared__ __align__(16) __half mmv6_sh[];
+    __shared__ float ninv[MMV_MAX_T];
+    __shared__ float sx[MMV_KS_MAX][MMV6P_SBW][4]; /* 1 / s of (warp, its super-block k, token) */
+    __shared__ float part[MMV_KS_MAX][16][4];      /* [warp][row][token] */
+    pdl_start();
+    const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
+    const int ks = blockDim.x >> 5, T = a.T;
+    const int nsb = (int)(a.in / 256), sbw = (nsb + ks - 1) / ks;
+    const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    const int ntiles = a.blk0[4];
+    if (a.nw) block_inv_rms(a.x, a.in, T, a.eps, ninv);
+    __half *stg = mmv6_sh + (size_t)wp * sbw * 2 * T * MMV6_TS; /* super-block k at 2 T MMV6_TS k halves */
+    auto rows_of = [&](int tile, const uint8_t *(&rows)[2]) {
+        const int wi = cuda_blk_owner(a.blk0, tile);
+        const int64_t tile0 = (int64_t)(tile - a.blk0[wi]) * 16, nrow = a.n_out[wi];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t row = tile0 + gid + 8 * r;
+            rows[r] = a.W[wi] + (row < nrow ? row : nrow - 1) * (int64_t)a.row_bytes;
+        }
+    };
+    const uint8_t *rows[2];
+    int tile = blockIdx.x;
+    rows_of(tile, rows);
+    mmv6_raw cur[2], nxt[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) mmv6_load(cur[r], rows[r] + (int64_t)sb0 * 210, tig, (sb0 & 1) == 0);
+    for (int sb = sb0; sb < sb1; sb++) {
+        float sinv[1];
+        mmv6_stage<1>(a.x, a.in, T, sb, lane, a.nw, ninv, stg + (size_t)(sb - sb0) * 2 * T * MMV6_TS, sinv);
+        if (lane < 4) sx[wp][sb - sb0][lane] = sinv[0];
+    }
+    __syncwarp();
+    for (; tile < ntiles; tile += gridDim.x) {
+        const int next = tile + gridDim.x;
+        const uint8_t *nrows[2] = {rows[0], rows[1]};
+        if (next < ntiles) rows_of(next, nrows);
+        float acc[1][2] = {{0.0f, 0.0f}};
+#pragma unroll 1
+        for (int sb = sb0; sb < sb1; sb++) {
+            const bool more = sb + 1 < sb1;
+            if (more || next < ntiles) {
+                const int ns = more ? sb + 1 : sb0;
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    mmv6_load(nxt[r], (more ? rows[r] : nrows[r]) + (int64_t)ns * 210, tig, (ns & 1) == 0);
+            }
+            const float sinv[1] = {sx[wp][sb - sb0][tig]};
+            mmv6_sb<1>(cur, acc, stg + (size_t)(sb - sb0) * 2 * T * MMV6_TS, sinv, T, gid, tig);
+#pragma unroll
+            for (int r = 0; r < 2; r++) cur[r] = nxt[r];
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) part[wp][gid + 8 * r][tig] = acc[0][r];
+        __syncthreads();
+        const int wi = cuda_blk_owner(a.blk0, tile);
+        const int64_t tile0 = (int64_t)(tile - a.blk0[wi]) * 16, nrow = a.n_out[wi];
+        for (int i = threadIdx.x; i < 64; i += blockDim.x) {
+            const int tk = i & 3, row = i >> 2;
+            const int64_t orow = tile0 + row;
+            if (tk >= T || orow >= nrow) continue;
+            float v = part[0][row][tk];
+            for (int k = 1; k < ks; k++) v = __fadd_rn(v, part[k][row][tk]);
+            float *yp = a.y[wi] + (int64_t)tk * nrow + orow;
+            *yp = a.accumulate ? *yp + v : v;
+        }
+        __syncthreads(); /* part is rewritten by the next tile */
+        rows[0] = nrows[0], rows[1] = nrows[1];
+    }
+}
+
+/* k_mmv6p's grid: the blocks that fit on the device at once (occupancy at
+ * this block size and shared memory), at most the tile count. */
+static inline unsigned mmv6p_grid(int ks, size_t smem, int ntiles) {
+    static int sms = 0;
+    if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 1;
+    int per = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_mmv6p, 32 * ks, smem) != cudaSuccess || per < 1)
+        per = 1;
+    const long g = (long)sms * per;
+    return (unsigned)(g < ntiles ? g : ntiles);
+}
+
+/* Whether k_mmv6p takes a launch: T <= 4, short rows, and at least
+ * MMV6P_MIN_TILES tiles (the heads; MEMRA_MMV6P=0: never, =2: every launch
+ * that fits, for A/B runs of the other shapes). */
+#define MMV6P_MIN_TILES 4096
+static inline bool mmv6p_use(const mmv_args &a) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("MEMRA_MMV6P");
+        mode = e && *e ? atoi(e) : 1;
+    }
+    return mode && mmv6p_ok(a.T, a.in) && (mode == 2 || a.blk0[4] >= MMV6P_MIN_TILES);
+}
+
 template <int NG>
 static void mmv6_launch_ng(const mmv_args &a, cudaStream_t s, int ks) {
     static bool attr_set; /* the opt-in above 48 KiB, once per instantiation */
@@ -281,6 +412,12 @@ static inline void mmv6_launch(mmv_args a, int n, cudaStream_t s, int ks = 0) {
     a.blk0[0] = 0;
     for (int i = 0; i < 4; i++) a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + 15) / 16) : 0);
     if (!ks) ks = mmv_ks((int)(a.in / 256));
+    if (ks == mmv_ks((int)(a.in / 256)) && mmv6p_use(a)) {
+        const size_t sm = mmv6p_smem_bytes(a.T, (int)(a.in / 256), ks);
+        cuda_smem_limit<k_mmv6p>(MMV6P_SMEM_MAX);
+        cuda_launch(k_mmv6p, mmv6p_grid(ks, sm, a.blk0[4]), 32u * (unsigned)ks, sm, s, a);
+        return;
+    }
     if (a.T <= 4)
         mmv6_launch_ng<1>(a, s, ks);
     else if (a.T <= 8)

@@ -48,7 +48,70 @@
  * holding it; key = bits of p + 1 (p >= 0 orders as its bits), 0 = no
  * candidate) instead of a 5-step shuffle butterfly: the same selection and
  * the same arithmetic as the plain loops. */
+/* warp_route for E <= 32 NPL: a lane's experts lane + 32 k in registers (k
+ * ascending), so a round's rescan is register selects instead of shared
+ * loads. The same operations in the same order as the loops below: the same
+ * ids and weights (gate kernels: moe_route "ids equal", moe_block-inv). */
+template <int NPL>
+__device__ __forceinline__ void warp_route_reg(const float *__restrict__ l, int E, int K, int32_t *ids, float *w) {
+    const int lane = threadIdx.x & 31;
+    float v[NPL];
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        const int e = lane + 32 * k;
+        v[k] = e < E ? __ldg(l + e) : 0.0f;
+    }
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < NPL; k++)
+        if (lane + 32 * k < E) m = fmaxf(m, v[k]);
+    m = warp_max(m);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPL; k++)
+        if (lane + 32 * k < E) {
+            v[k] = expf(v[k] - m);
+            s += v[k];
+        }
+    s = warp_sum(s);
+    float bv = -1.0f;
+    int bi = E;
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        const int e = lane + 32 * k;
+        if (e < E) {
+            v[k] = v[k] / s;
+            if (v[k] > bv) bv = v[k], bi = e;
+        } else {
+            v[k] = -2.0f; /* never a candidate */
+        }
+    }
+    float wsum = 0.0f;
+    for (int j = 0; j < K; j++) {
+        const unsigned key = bv >= 0.0f ? __float_as_uint(bv) + 1u : 0u;
+        const unsigned mk = __reduce_max_sync(0xffffffffu, key);
+        const int i = (int)__reduce_min_sync(0xffffffffu, key == mk ? (unsigned)bi : 0xffffffffu);
+        const float vi = mk ? __uint_as_float(mk - 1u) : -1.0f;
+        if (lane == 0) ids[j] = i, w[j] = vi;
+        wsum += vi;
+        if (i < E && (i & 31) == lane) {
+            bv = -1.0f, bi = E;
+#pragma unroll
+            for (int k = 0; k < NPL; k++) {
+                if (lane + 32 * k == i) v[k] = -2.0f; /* taken */
+                if (v[k] > bv) bv = v[k], bi = lane + 32 * k;
+            }
+        }
+    }
+    if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
+    __syncwarp();
+    for (int j = lane; j < K; j += 32) w[j] = w[j] / wsum;
+    __syncwarp();
+}
+
 __device__ void warp_route(const float *__restrict__ l, int E, int K, float *p, int32_t *ids, float *w) {
+    if (E <= 256) return warp_route_reg<8>(l, E, K, ids, w);
+    if (E <= 512) return warp_route_reg<16>(l, E, K, ids, w);
     const int lane = threadIdx.x & 31;
     for (int e0 = 0; e0 < E; e0 += 256) {
         float v[8];
