@@ -67,6 +67,43 @@ typedef struct att_args {
     float *out;  /* offset to the chunk's first token: [Tc][n_head * hd] */
 } att_args;
 
+/* Phase 1's pieces shared by k_att_split and k_att_dec (the same operations
+ * in the same order in both, hence the same partials). */
+
+/* The G q rows of kv head kvh of token t into qs [G][hd]. */
+__device__ __forceinline__ void att_stage_q(const att_args &a, float *qs, int G, int hd, int kvh, int t) {
+    for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+        int gq = i / hd, d = i % hd;
+        qs[i] = a.q[(int64_t)t * a.q_tok_stride + (int64_t)(kvh * G + gq) * a.q_head_stride + d];
+    }
+}
+
+/* Softmax stats of a split's ns scores per head (sc [G][ATT_SPLIT]): warp w
+ * takes heads w, w + 8; the scores become exp(s - m), stat_m / stat_l get
+ * the max and the sum. */
+__device__ __forceinline__ void att_split_stats(float *sc, int ns, int G, int w, int lane, float *stat_m,
+                                                float *stat_l) {
+    for (int gq = w; gq < G; gq += 8) {
+        float *r = sc + gq * ATT_SPLIT;
+        float m = -INFINITY;
+        for (int s = lane; s < ns; s += 32) m = fmaxf(m, r[s]);
+        m = warp_max(m);
+        float l = 0.0f;
+        for (int s = lane; s < ns; s += 32) {
+            float e = expf(r[s] - m);
+            r[s] = e;
+            l += e;
+        }
+        l = warp_sum(l);
+        if (lane == 0) stat_m[gq] = m, stat_l[gq] = l;
+    }
+}
+
+/* Split sp's partial of q head kvh G + gq of token t: m, l, o[hd]. */
+__device__ __forceinline__ float *att_part(const att_args &a, int t, int kvh, int G, int gq, int sp, int hd) {
+    return a.part + (((int64_t)t * a.n_head + kvh * G + gq) * a.max_splits + sp) * (hd + 2);
+}
+
 /* Phase 1. Launch contract: grid (min(max_splits, max(ATT_BLOCKS / n_kv, 1)), n_kv, Tc),
  * block 256 (8 warps), dynamic shared memory G * (hd + ATT_SPLIT) floats.
  * Block (bx, kvh, t) owns splits sp = bx, bx + gridDim.x, ... with
@@ -89,10 +126,7 @@ __global__ void __launch_bounds__(256) k_att_split(att_args a) {
     const int64_t kv_dim = (int64_t)a.n_kv * hd;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 
-    for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
-        int gq = i / hd, d = i % hd;
-        qs[i] = a.q[(int64_t)t * a.q_tok_stride + (int64_t)(kvh * G + gq) * a.q_head_stride + d];
-    }
+    att_stage_q(a, qs, G, hd, kvh, t);
     __syncthreads();
 
     const int nd = hd / 32;
@@ -117,20 +151,7 @@ __global__ void __launch_bounds__(256) k_att_split(att_args a) {
         }
         __syncthreads();
 
-        for (int gq = w; gq < G; gq += 8) {
-            float *r = sc + gq * ATT_SPLIT;
-            float m = -INFINITY;
-            for (int s = lane; s < ns; s += 32) m = fmaxf(m, r[s]);
-            m = warp_max(m);
-            float l = 0.0f;
-            for (int s = lane; s < ns; s += 32) {
-                float e = expf(r[s] - m);
-                r[s] = e;
-                l += e;
-            }
-            l = warp_sum(l);
-            if (lane == 0) stat_m[gq] = m, stat_l[gq] = l;
-        }
+        att_split_stats(sc, ns, G, w, lane, stat_m, stat_l);
         __syncthreads();
 
         for (int d = threadIdx.x; d < hd; d += blockDim.x) {
@@ -147,7 +168,7 @@ __global__ void __launch_bounds__(256) k_att_split(att_args a) {
 #pragma unroll
             for (int gq = 0; gq < ATT_MAX_G; gq++) {
                 if (gq < G) {
-                    float *pp = a.part + (((int64_t)t * a.n_head + kvh * G + gq) * a.max_splits + sp) * (hd + 2);
+                    float *pp = att_part(a, t, kvh, G, gq, sp, hd);
                     pp[2 + d] = acc[gq];
                     if (d == 0) pp[0] = stat_m[gq], pp[1] = stat_l[gq];
                 }
@@ -220,10 +241,7 @@ __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
     const int64_t kv_dim = (int64_t)a.n_kv * HD;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
-        int gq = i / HD, d = i % HD;
-        qs[i] = a.q[(int64_t)t * a.q_tok_stride + (int64_t)(kvh * G + gq) * a.q_head_stride + d];
-    }
+    att_stage_q(a, qs, G, HD, kvh, t);
     __syncthreads();
 
     for (int sp = blockIdx.x; sp * ATT_SPLIT <= p; sp += gridDim.x) {
@@ -268,20 +286,7 @@ __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
         }
         __syncthreads();
 
-        for (int gq = w; gq < G; gq += 8) {
-            float *r = sc + gq * ATT_SPLIT;
-            float m = -INFINITY;
-            for (int s = lane; s < ns; s += 32) m = fmaxf(m, r[s]);
-            m = warp_max(m);
-            float l = 0.0f;
-            for (int s = lane; s < ns; s += 32) {
-                float e = expf(r[s] - m);
-                r[s] = e;
-                l += e;
-            }
-            l = warp_sum(l);
-            if (lane == 0) stat_m[gq] = m, stat_l[gq] = l;
-        }
+        att_split_stats(sc, ns, G, w, lane, stat_m, stat_l);
         __syncthreads();
 
         if (threadIdx.x < HD) {
@@ -303,7 +308,7 @@ __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
             }
 #pragma unroll
             for (int gq = 0; gq < G; gq++) {
-                float *pp = a.part + (((int64_t)t * a.n_head + kvh * G + gq) * a.max_splits + sp) * (HD + 2);
+                float *pp = att_part(a, t, kvh, G, gq, sp, HD);
                 pp[2 + d] = acc[gq];
                 if (d == 0) pp[0] = stat_m[gq], pp[1] = stat_l[gq];
             }

@@ -34,24 +34,33 @@
 
 /* ---- routing ---- */
 
-/* Routes one token with one warp: p = softmax(l) over E experts (lane l
- * walks experts l, l + 32, ... for the max and the sum, then warp_max and
- * warp_sum: a fixed order), then K rounds of a warp argmax over the experts
- * not yet taken (larger p first, equal p: lower id). Each lane keeps its
- * best untaken expert and rescans only when that one is taken. Writes
- * ids[j] and the renormalised w[j] (shared memory) and syncs the warp. p: E
- * floats of shared memory. A row without a finite p selects id E (out of
- * range: the FFN kernels then write NaN).
- * The logits are first copied into p with all of a lane's loads in flight
- * (one L2 round trip instead of one per loop step), and a round's argmax is
- * two warp reductions (redux.sync: the largest key, then the lowest id
- * holding it; key = bits of p + 1 (p >= 0 orders as its bits), 0 = no
- * candidate) instead of a 5-step shuffle butterfly: the same selection and
- * the same arithmetic as the plain loops. */
+/* warp_route's K rounds from each lane's best untaken expert (bv, bi):
+ * ids[j], w[j] renormalised; rescan(i, bv, bi) marks expert i taken in the
+ * winner lane and finds that lane's next best. */
+template <class RESCAN>
+__device__ __forceinline__ void route_rounds(int E, int K, float bv, int bi, RESCAN rescan, int32_t *ids, float *w) {
+    const int lane = threadIdx.x & 31;
+    float wsum = 0.0f;
+    for (int j = 0; j < K; j++) {
+        const unsigned key = bv >= 0.0f ? __float_as_uint(bv) + 1u : 0u;
+        const unsigned mk = __reduce_max_sync(0xffffffffu, key);
+        const int i = (int)__reduce_min_sync(0xffffffffu, key == mk ? (unsigned)bi : 0xffffffffu);
+        const float v = mk ? __uint_as_float(mk - 1u) : -1.0f;
+        if (lane == 0) ids[j] = i, w[j] = v;
+        wsum += v;
+        if (i < E && (i & 31) == lane) rescan(i, bv, bi);
+    }
+    if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
+    __syncwarp();
+    for (int j = lane; j < K; j += 32) w[j] = w[j] / wsum;
+    __syncwarp();
+}
+
 /* warp_route for E <= 32 NPL: a lane's experts lane + 32 k in registers (k
  * ascending), so a round's rescan is register selects instead of shared
- * loads. The same operations in the same order as the loops below: the same
- * ids and weights (gate kernels: moe_route "ids equal", moe_block-inv). */
+ * loads. The same operations in the same order as warp_route's shared-memory
+ * loops: the same ids and weights (gate kernels: moe_route "ids equal",
+ * moe_block-inv). */
 template <int NPL>
 __device__ __forceinline__ void warp_route_reg(const float *__restrict__ l, int E, int K, int32_t *ids, float *w) {
     const int lane = threadIdx.x & 31;
@@ -86,29 +95,34 @@ __device__ __forceinline__ void warp_route_reg(const float *__restrict__ l, int 
             v[k] = -2.0f; /* never a candidate */
         }
     }
-    float wsum = 0.0f;
-    for (int j = 0; j < K; j++) {
-        const unsigned key = bv >= 0.0f ? __float_as_uint(bv) + 1u : 0u;
-        const unsigned mk = __reduce_max_sync(0xffffffffu, key);
-        const int i = (int)__reduce_min_sync(0xffffffffu, key == mk ? (unsigned)bi : 0xffffffffu);
-        const float vi = mk ? __uint_as_float(mk - 1u) : -1.0f;
-        if (lane == 0) ids[j] = i, w[j] = vi;
-        wsum += vi;
-        if (i < E && (i & 31) == lane) {
-            bv = -1.0f, bi = E;
+    route_rounds(
+        E, K, bv, bi,
+        [&](int i, float &b, int &bix) {
+            b = -1.0f, bix = E;
 #pragma unroll
             for (int k = 0; k < NPL; k++) {
                 if (lane + 32 * k == i) v[k] = -2.0f; /* taken */
-                if (v[k] > bv) bv = v[k], bi = lane + 32 * k;
+                if (v[k] > b) b = v[k], bix = lane + 32 * k;
             }
-        }
-    }
-    if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
-    __syncwarp();
-    for (int j = lane; j < K; j += 32) w[j] = w[j] / wsum;
-    __syncwarp();
+        },
+        ids, w);
 }
 
+/* Routes one token with one warp: p = softmax(l) over E experts (lane l
+ * walks experts l, l + 32, ... for the max and the sum, then warp_max and
+ * warp_sum: a fixed order), then K rounds of a warp argmax over the experts
+ * not yet taken (larger p first, equal p: lower id). Each lane keeps its
+ * best untaken expert and rescans only when that one is taken. Writes
+ * ids[j] and the renormalised w[j] (shared memory) and syncs the warp. p: E
+ * floats of shared memory, used above 512 experts (up to 512 they stay in
+ * registers: warp_route_reg). A row without a finite p selects id E (out of
+ * range: the FFN kernels then write NaN).
+ * The logits are first copied into p with all of a lane's loads in flight
+ * (one L2 round trip instead of one per loop step), and a round's argmax is
+ * two warp reductions (redux.sync: the largest key, then the lowest id
+ * holding it; key = bits of p + 1 (p >= 0 orders as its bits), 0 = no
+ * candidate) instead of a 5-step shuffle butterfly: the same selection and
+ * the same arithmetic as the plain loops. */
 __device__ void warp_route(const float *__restrict__ l, int E, int K, float *p, int32_t *ids, float *w) {
     if (E <= 256) return warp_route_reg<8>(l, E, K, ids, w);
     if (E <= 512) return warp_route_reg<16>(l, E, K, ids, w);
@@ -143,25 +157,15 @@ __device__ void warp_route(const float *__restrict__ l, int E, int K, float *p, 
         p[e] = v;
         if (v > bv) bv = v, bi = e;
     }
-    float wsum = 0.0f;
-    for (int j = 0; j < K; j++) {
-        const unsigned key = bv >= 0.0f ? __float_as_uint(bv) + 1u : 0u;
-        const unsigned mk = __reduce_max_sync(0xffffffffu, key);
-        const int i = (int)__reduce_min_sync(0xffffffffu, key == mk ? (unsigned)bi : 0xffffffffu);
-        const float v = mk ? __uint_as_float(mk - 1u) : -1.0f;
-        if (lane == 0) ids[j] = i, w[j] = v;
-        wsum += v;
-        if (i < E && (i & 31) == lane) {
+    route_rounds(
+        E, K, bv, bi,
+        [&](int i, float &b, int &bix) {
             p[i] = -2.0f; /* taken */
-            bv = -1.0f, bi = E;
+            b = -1.0f, bix = E;
             for (int e = lane; e < E; e += 32)
-                if (p[e] > bv) bv = p[e], bi = e;
-        }
-    }
-    if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
-    __syncwarp();
-    for (int j = lane; j < K; j += 32) w[j] = w[j] / wsum;
-    __syncwarp();
+                if (p[e] > b) b = p[e], bix = e;
+        },
+        ids, w);
 }
 
 /* Launch contract: grid (T), block 32; block t routes token t. */
