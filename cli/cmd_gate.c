@@ -1015,7 +1015,8 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
         int inv_ok = 1;
         /* the rows written out: the same bits as the unfused ops (the rmsnorm op, then matmul_multi on its rows) */
         if (dxn && !swiglu && T <= FUSED_T2) {
-            float *dxn2 = galloc(g, (size_t)(T * in) * 4), *h2 = malloc((size_t)(T * (in > max_out ? in : max_out)) * 4);
+            float *dxn2 = galloc(g, (size_t)(T * in) * 4);
+            float *h2 = malloc((size_t)(T * (in > max_out ? in : max_out)) * 4);
             int same = dxn2 && h2;
             if (same) {
                 st = g->gpu->ops->rmsnorm(g->gpu, dx, in, &nw.g, dxn2, in, in, T, 1e-6f);

@@ -231,8 +231,8 @@ memra_status cuda_rmsnorm_mv(memra_backend *be, int n, const memra_weight *const
     *done = 0;
     static int on = -1; /* MEMRA_RMV=0: the two launches instead (the same bits) */
     const int64_t in = w[0]->ne[0];
-    if (!env_on("MEMRA_RMV", &on) || T < 1 || T >= 16 || (in != 2048 && in != 3072) || !norm || !norm->out || !cuda_aligned16(x) ||
-        !cuda_aligned16(norm->out) || !cuda_aligned16(norm->w->data))
+    if (!env_on("MEMRA_RMV", &on) || T < 1 || T >= 16 || (in != 2048 && in != 3072) || !norm || !norm->out ||
+        !cuda_aligned16(x) || !cuda_aligned16(norm->out) || !cuda_aligned16(norm->w->data))
         return MEMRA_OK;
     rmv_args a = {};
     int64_t rows = 0;
