@@ -339,13 +339,15 @@ static int gate_matmul_shape(gate *g, const gate_model *m, const mm_shape *s, ui
          * holds the same token at another position among other tokens */
         const char *note = "";
         const int tc = T >= GATE_TC_MIN_T;
-        /* Q6_K rows of an even number of super-blocks: the CUDA prefill
-         * path is the fp16 matvec's arithmetic (mmvg), so its rows must equal
-         * T = 1's, unless the int8 matvec takes T < 16 (MEMRA_MMVQ6=1).
-         * (Q4_K's prefill path is the wgmma GEMM on sm_90a, whose bits are
-         * not the matvec's.) */
+        /* Q6_K rows of an even number of super-blocks whose prefill path is
+         * the fp16 matvec's arithmetic (mmvg; the backend says which shapes:
+         * the others take the wgmma GEMM) must equal T = 1's, unless the
+         * int8 matvec takes T < 16 (MEMRA_MMVQ6=1). (Q4_K's mmvg is mmv's
+         * fp16 arithmetic, its T < 16 path the int8 matvec: not the same
+         * bits.) */
         const char *q6 = getenv("MEMRA_MMVQ6");
-        const int same = tc && type == MEMRA_TYPE_Q6_K && s->in % 512 == 0 && !(q6 && !strcmp(q6, "1"));
+        const int same = tc && type == MEMRA_TYPE_Q6_K && s->in % 512 == 0 && !(q6 && !strcmp(q6, "1")) &&
+                         memra_backend_cuda_prefill_matvec(g->gpu, type, s->in, s->out);
         if (T > 1) {
             int64_t rows[3] = {0, T / 2, T - 1};
             for (int k = 0; k < 3; k++) {
@@ -454,8 +456,9 @@ static void gate_matmul(gate *g, const gate_model *m) {
         shapes[ns++] = (mm_shape){"ffn_down_shexp", m->n_ff_exp, H};
     }
     /* the output head (Q6_K in the Q4_K_M, IQ4_XS and NVFP4 mixes): its
-     * 15,520 tiles take mmv6.cuh's k_mmv6p at T <= 4, and the batch
-     * invariance rows below hold it to k_mmv6's and mmvg's bits */
+     * 15,520 tiles take mmv6.cuh's k_mmv6b (bulk copies; k_mmv6p under
+     * MEMRA_MMV6B=0) at T <= 4, and the batch invariance rows below hold
+     * it to k_mmv6's and mmvg's bits */
     const int head = ns;
     shapes[ns++] = (mm_shape){"output", H, GATE_VOCAB};
     for (size_t ti = 0; ti < sizeof gate_types / sizeof gate_types[0]; ti++) {

@@ -1,4 +1,4 @@
-/* Prefill GEMM lab (src/backend/cuda/gemm.cu): k_gemm_wg<Q8_0 | Q4_K>, the
+/* Prefill GEMM lab (src/backend/cuda/gemm.cu): k_gemm_wg<Q8_0 | Q4_K | Q6_K>, the
  * production T >= 16 kernel of those types on sm_90a (wgmma), against the CPU
  * reference and, for Q8_0, against k_gemm_q8 (mma.sync + ldmatrix, the path
  * it replaced; MEMRA_GEMM_WG=0 still takes it). This file includes gemm.cu
@@ -24,9 +24,10 @@
  * Times: median of 15 single launches after an L2 flush; k_gemm_xsplit and
  * k_gemm_xsum are not included. Exit status 1 when a check fails.
  *
- *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh gemm_lab [T in n_out [q8_0|q4_k]]
+ *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh gemm_lab [T in n_out [q8_0|q4_k|q6_k]]
  * (defaults 512 4096 12288 q8_0: 9B gate / up; also 512 12288 4096, and
- * 512 5120 17408 q4_k: 27B gate / up) */
+ * 512 5120 17408 q4_k: 27B gate / up; 512 17408 5120 q6_k: 27B's Q6_K
+ * ffn_down, NOT YET RUN: Q6_K was added without a GPU) */
 #define MEMRA_GEMM_LAB
 #include "backend/cuda/gemm.cu"
 #include "lab.cuh"
@@ -65,6 +66,9 @@ static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out,
     if (type == MEMRA_TYPE_Q4_K)
         k_gemm_wg<MEMRA_TYPE_Q4_K>
             <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
+    else if (type == MEMRA_TYPE_Q6_K)
+        k_gemm_wg<MEMRA_TYPE_Q6_K><<<g, WS_THREADS, WS_SMEM_T(MEMRA_TYPE_Q6_K)>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum,
+                                                                               r.xs, y, r.n, accumulate);
     else
         k_gemm_wg<MEMRA_TYPE_Q8_0>
             <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
@@ -85,17 +89,21 @@ static double max_diff(const float *a, const float *b, size_t n, double *bmax) {
 int main(int argc, char **argv) {
     const int T = argc > 1 ? atoi(argv[1]) : 512;
     const int64_t in = argc > 2 ? atoll(argv[2]) : 4096, n_out = argc > 3 ? atoll(argv[3]) : 12288;
-    const uint32_t type = argc > 4 && !strcmp(argv[4], "q4_k") ? MEMRA_TYPE_Q4_K : MEMRA_TYPE_Q8_0;
+    const uint32_t type = argc > 4 && !strcmp(argv[4], "q4_k")   ? MEMRA_TYPE_Q4_K
+                          : argc > 4 && !strcmp(argv[4], "q6_k") ? MEMRA_TYPE_Q6_K
+                                                                 : MEMRA_TYPE_Q8_0;
     const bool q8 = type == MEMRA_TYPE_Q8_0;
     if (in % (q8 ? 64 : 256) || T < 1) return fprintf(stderr, "gemm_lab: in %% %d != 0\n", q8 ? 64 : 256), 1;
     const double copy = lab_init();
     printf("gemm_lab: T %d, {%lld, %lld} %s; copy %.0f GB/s\n", T, (long long)in, (long long)n_out,
-           q8 ? "Q8_0" : "Q4_K", copy);
+           memra_type_name(type), copy);
     lab_mv m = lab_mv_make(type, in, n_out, T, 97);
     const double flop = 2.0 * T * (double)in * (double)n_out;
     const size_t ny = (size_t)T * n_out;
     CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM));
     CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM));
+    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            WS_SMEM_T(MEMRA_TYPE_Q6_K)));
     int ok = 1;
 
     /* token 0 against the CPU; tokens 64 .. 163 alone give the same bits */

@@ -28,6 +28,9 @@
  *     the 9B head 269 us (50%) against 166 (82%); fewer blocks a SM
  *     (SK_PER_SM = 1, 2, 4) slower still. One stream per warp is not what
  *     hides the fixed cost.
+ *  14 production's tile-major pair: mmvq_launch with a.tm = 1 on the
+ *     tile-major copy (k_mmvq_tm, mmvq.cuh: k_cr<D, 1> ported for every T
+ *     and TL, D = mmvq_tm_d); its bits must be the first variant's.
  * Each pair is prep + matvec (the input norm fused), PDL, 64 per CUDA graph
  * over rotating weight copies (> L2), % of copy. Checked: every variant
  * against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and memcmp.
@@ -350,7 +353,8 @@ int main(int argc, char **argv) {
                                   "cp.async ring D=4, file",       "cp.async ring D=2, tile-major",
                                   "cp.async ring D=3, tile-major", "cp.async ring D=4, tile-major",
                                   "int8 matvec alone (no prep)",   "prep alone",
-                                  "stream-K ring D=2, tile-major", "stream-K ring D=3, tile-major"};
+                                  "stream-K ring D=2, tile-major", "stream-K ring D=3, tile-major",
+                                  "production tile-major pair"};
     auto tile_major = [](int v) { return v == 1 || v == 2 || (v >= 7 && v <= 9) || v >= 12; };
     /* k_sk: the grid that fits at once, the partials and the per-tile counters */
     int nsm = 0, sk_per_sm[2] = {0, 0};
@@ -388,6 +392,9 @@ int main(int argc, char **argv) {
             prep(st);
             lab_launch(d == 2 ? k_sk<2> : k_sk<3>, (unsigned)(nsm * sk_per_sm[d - 2]), 32u * SK_WARPS, sk_smem(d), st,
                        true, b, b.W[0], (const uint8_t *)pbuf, sk_part, sk_cnt);
+        } else if (v == 14) {
+            b.tm = 1;
+            CK(mmvq_launch(TY, b, pbuf, st, true));
         } else if (v == 3) {
             mmv6_launch(b, 1, st);
         } else if (v == 10) { /* on the planes left by variant 0 (the same x: the same bits) */
@@ -418,16 +425,16 @@ int main(int argc, char **argv) {
     if (q6)
         vs = {0, 3};
     else if (getenv("SWEEP"))
-        vs = {0, 7, 12, 10, 11};
+        vs = {0, 7, 14, 12, 10, 11};
     else if (getenv("KS"))
         vs = {0, 1, 4, 6, 7, 9};
     else
-        vs = {0, 1, 2, 4, 5, 6, 7, 8, 9, 12, 13};
+        vs = {0, 1, 2, 4, 5, 6, 7, 8, 9, 12, 13, 14};
     int fails = 0;
     bool first = true; /* the first variant's bits are those the others must equal (mmv6 and the prep aside) */
     for (int v : vs) {
         if (ks > MMV_KS_MAX && (v == 0 || v == 10)) continue; /* k_mmvq's launch bound */
-        if (ks != mmv_ks(nsb) && v >= 12) continue;            /* k_sk has production's K split */
+        if (ks != mmv_ks(nsb) && v >= 12) continue;            /* k_sk and variant 14 have production's K split */
         CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
         run(v, 0, 0);
         CK(cudaDeviceSynchronize());

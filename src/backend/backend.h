@@ -296,6 +296,11 @@ static inline size_t memra_moe_block_scratch_bytes(int64_t n_ff_exp, int32_t n_u
 memra_status memra_backend_cpu_init(memra_backend **out, int n_threads, memra_error *err);
 /* Fails with MEMRA_ERR_UNSUPPORTED when built without CUDA or no device is present. */
 memra_status memra_backend_cuda_init(memra_backend **out, int device, memra_error *err);
+/* 1 when the CUDA backend be runs a T >= 16 matmul of this weight type and
+ * shape with its T < 16 matvec's arithmetic (mmvg), so that its rows equal
+ * T = 1's; 0 for the prefill GEMMs, another backend or a build without CUDA
+ * (`memra gate kernels` picks its invariance check by it). */
+int memra_backend_cuda_prefill_matvec(memra_backend *be, uint32_t type, int64_t in, int64_t n_out);
 void memra_backend_free(memra_backend *be);
 
 /* Batch arrays for up to max_tokens tokens in max_seqs sequences: host arrays

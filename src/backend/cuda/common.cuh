@@ -53,6 +53,8 @@ typedef struct cuda_impl {
     unsigned *gdn_cnt;   /* gdn.cu: arrival counters [GDN_CNT_WORDS], zero between launches */
     uint8_t *mq;         /* mmvq.cuh: a matmul's activation planes [CUDA_MQ_BYTES] */
     int64_t tc_scale_n;
+    void **tm;       /* cuda.cu: the tile-major weights' device addresses [n_tm], ascending (cuda_weight_tm) */
+    int n_tm, tm_cap;
     memra_error err; /* last error message (ops have no err argument; see cuda_last_error) */
 } cuda_impl;
 
@@ -66,6 +68,54 @@ memra_status cuda_fail(memra_backend *be, memra_status st, const char *fmt, ...)
 /* Checks the last launch (and a CUDA call's result) and names the op. */
 memra_status cuda_check(memra_backend *be, cudaError_t e, const char *what);
 #define CUDA_LAUNCHED(be, what) cuda_check((be), cudaGetLastError(), (what))
+
+/* ---- tile-major Q4_K weights ----
+ *
+ * What: c_weight_load (cuda.cu) stores a Q4_K matmul weight of n_out rows
+ * (n_out % 16 == 0) and nsb = in / 256 super-blocks a row with block (row
+ * 16 tau + i, super-block sb) at byte ((tau nsb + sb) 16 + i) 144, so each
+ * 16-row tile's super-block is one 2,304-byte run. The blocks and their
+ * bytes are the file's; only their order moves, so every kernel that reads
+ * such a weight does the same arithmetic at other addresses and gives the
+ * same bits.
+ * Why: the int8 decode matvec reads a tile's super-block per warp and step.
+ * In the file's layout those are 16 runs of 144 bytes, 1 row_bytes apart;
+ * tile-major, one run. bench/results/2026-12-03g-h200.md (section 2,
+ * bench/kernels/mmvq_tm_lab.cu, H200, us per prep + matvec pair): the
+ * production pair 16.2-16.6 / 15.3-15.9 / 24.9-25.2 / 29.5-30.5 us on
+ * {4096, 12288} / {12288, 4096} / {5120, 17408} / {17408, 5120}; the
+ * tile-major copy through a per-warp cp.async ring of 2 super-blocks
+ * (the lab's k_cr<2, 1>, production's k_mmvq_tm in mmvq.cuh) 14.3 / 12.8 /
+ * 21.6 / 28.5 us, 12-17% less on the first three; a ring of 4 takes the
+ * last to 24.9 us. Every output memcmp-equal to the production pair's.
+ * Which: Q4_K, in % 256 == 0, n_out % 16 == 0, one matrix (ne[2] == ne[3]
+ * == 1), not an embedding table (embed reads rows: "token_embd", so also
+ * a tied head), not moe.cu's expert or shared-expert weights ("_exps",
+ * "_shexp"); MEMRA_TILED=0 in the environment keeps every weight in the
+ * file's order. cuda_weight_tm says which weights are tile-major (a sorted
+ * table of their device addresses, searched once per op launch on the
+ * host, i.e. at graph capture). The kernels take it as a template
+ * parameter TM (or mmv_args / mv_multi_args .tm) and address blocks with
+ * the helpers below; rows start 16-byte aligned in either layout. */
+#define Q4K_TM_SB 2304 /* one tile's super-block: 16 rows x 144 bytes */
+
+/* Byte offset of row `row`'s super-block 0 from the weight's start: row
+ * row_bytes in the file's layout; tile-major, its tile's start (16
+ * row_bytes = nsb 2,304 bytes a tile) plus 144 (row % 16). A row's
+ * super-block sb is q4k_sb_stride(tm) sb bytes further. */
+__host__ __device__ static inline int64_t q4k_row_off(size_t row_bytes, int64_t row, bool tm) {
+    return tm ? (row >> 4) * 16 * (int64_t)row_bytes + (row & 15) * 144 : row * (int64_t)row_bytes;
+}
+__host__ __device__ static constexpr int64_t q4k_sb_stride(bool tm) { return tm ? Q4K_TM_SB : 144; }
+
+/* The address of block (row, sb) of the Q4_K weight W. */
+__host__ __device__ static inline const uint8_t *q4k_blk(const uint8_t *W, size_t row_bytes, int64_t row, int64_t sb,
+                                                         bool tm) {
+    return W + q4k_row_off(row_bytes, row, tm) + sb * q4k_sb_stride(tm);
+}
+
+/* 1 when w (loaded by this backend) is stored tile-major. */
+int cuda_weight_tm(memra_backend *be, const memra_weight *w);
 
 /* Grows the workspace to at least `bytes` (never while capturing). */
 memra_status cuda_ws_reserve(memra_backend *be, size_t bytes);
@@ -82,7 +132,8 @@ memra_status cuda_xs_reserve(memra_backend *be, size_t bytes); /* the same for x
  * while the previous kernel's last blocks drain, and griddepcontrol.wait
  * returns when that kernel has completed and its writes are visible (it
  * waited for its own predecessor in turn, so everything before is complete
- * too). The int8 decode matvec k_mmvq calls pdl_trigger() when its weights
+ * too). The int8 decode matvec k_mmvq (and k_mmvq_tm, its tile-major form,
+ * at the same point: after its wait) calls pdl_trigger() when its weights
  * are read, so the next grid launches during its epilogue; other kernels
  * never trigger, so theirs launches as their last blocks exit. Results do
  * not change: the same instructions run on the same data, only the start

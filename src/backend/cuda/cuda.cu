@@ -121,10 +121,113 @@ static memra_status c_zero(memra_backend *be, void *dst, size_t bytes) {
     return cuda_check(be, cudaMemsetAsync(dst, 0, bytes, cuda_of(be)->stream), "zero");
 }
 
-/* The weight's bytes as they are in the file (no dequantized copy), plus
- * 64 zeroed bytes: the dequantizers' wide loads (dq_ld8) may read a few
- * bytes past a row's last block. */
+/* ---- weights ----
+ *
+ * A weight's bytes are the file's (no dequantized copy), plus 64 zeroed
+ * bytes: the dequantizers' wide loads (dq_ld8) may read a few bytes past a
+ * row's last block. Q4_K matmul weights are stored tile-major (common.cuh:
+ * the same blocks, reordered), recorded in c->tm by device address. */
 #define WEIGHT_PAD 64
+
+/* Whether c_weight_load stores w tile-major: common.cuh's rule. The names
+ * decide what the shapes cannot: embedding tables ("token_embd", and any
+ * "embd" / "embed": embed reads whole rows; a tied head is token_embd
+ * itself, so it stays in the file's order too) and moe.cu's weights
+ * ("_exps", "_shexp": its kernels read the file's order). An unnamed
+ * weight stays as it is. */
+static int tm_wants(const memra_weight *w) {
+    static int on = -1;
+    if (!env_on("MEMRA_TILED", &on)) return 0;
+    if (w->type != MEMRA_TYPE_Q4_K || w->ne[0] <= 0 || w->ne[0] % 256 || w->ne[1] <= 0 || w->ne[1] % 16 ||
+        w->ne[2] != 1 || w->ne[3] != 1)
+        return 0;
+    if (w->row_bytes != (uint64_t)(w->ne[0] / 256) * 144 || w->nbytes != w->row_bytes * (uint64_t)w->ne[1]) return 0;
+    const char *n = w->name;
+    return n && !strstr(n, "embd") && !strstr(n, "embed") && !strstr(n, "_exps") && !strstr(n, "_shexp");
+}
+
+/* Launch contract: grid ceil(n16 / 256), block 256; src (the file's order)
+ * and dst (tile-major) n16 16-byte chunks, 16-byte aligned, rows of nsb
+ * 144-byte blocks (9 chunks each), a multiple of 16 rows. Thread i writes
+ * chunk i of dst: chunk c of block b = (tau nsb + sb) 16 + r, i.e. of row
+ * 16 tau + r, super-block sb. */
+__global__ void __launch_bounds__(256) k_q4k_tile(const uint4 *__restrict__ src, uint4 *__restrict__ dst, int64_t nsb,
+                                                  int64_t n16) {
+    pdl_start();
+    const int64_t i = (int64_t)blockIdx.x * 256 + threadIdx.x;
+    if (i >= n16) return;
+    const int64_t b = i / 9, c = i - 9 * b, r = b & 15, sb = (b >> 4) % nsb, tau = (b >> 4) / nsb;
+    dst[i] = src[((16 * tau + r) * nsb + sb) * 9 + c];
+}
+
+/* w's bytes into d tile-major: the file's order into a temporary device
+ * buffer, then k_q4k_tile (a copy at device bandwidth, so loading a 20 GB
+ * file costs little more than the upload). *tiled = 0 when the temporary
+ * buffer cannot be had: d then holds the file's order (still correct, only
+ * not tile-major). */
+static memra_status tm_upload(memra_backend *be, void *d, const memra_weight *w, int *tiled) {
+    cuda_impl *c = cuda_of(be);
+    *tiled = 0;
+    void *tmp = NULL;
+    if (cudaMalloc(&tmp, (size_t)w->nbytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cuda_check(be, cudaMemcpy(d, w->host, (size_t)w->nbytes, cudaMemcpyHostToDevice), "weight_load: copy");
+    }
+    memra_status st =
+        cuda_check(be, cudaMemcpyAsync(tmp, w->host, (size_t)w->nbytes, cudaMemcpyHostToDevice, c->stream),
+                   "weight_load: copy");
+    if (!st) {
+        const int64_t n16 = (int64_t)(w->nbytes / 16);
+        cuda_launch(k_q4k_tile, (unsigned)((n16 + 255) / 256), 256, 0, c->stream, (const uint4 *)tmp, (uint4 *)d,
+                    w->ne[0] / 256, n16);
+        st = CUDA_LAUNCHED(be, "weight_load: tile-major");
+    }
+    if (!st) st = cuda_check(be, cudaDeviceSynchronize(), "weight_load: tile-major sync"); /* and the pad's memset */
+    cudaFree(tmp);
+    *tiled = !st;
+    return st;
+}
+
+/* c->tm: the index of the first address >= p */
+static int tm_lower(const cuda_impl *c, const void *p) {
+    int lo = 0, hi = c->n_tm;
+    while (lo < hi) {
+        const int m = (lo + hi) / 2;
+        if ((uintptr_t)c->tm[m] < (uintptr_t)p) lo = m + 1;
+        else hi = m;
+    }
+    return lo;
+}
+
+static memra_status tm_add(memra_backend *be, void *p) {
+    cuda_impl *c = cuda_of(be);
+    if (c->n_tm == c->tm_cap) {
+        const int cap = c->tm_cap ? 2 * c->tm_cap : 256;
+        void **t = (void **)realloc(c->tm, (size_t)cap * sizeof *t);
+        if (!t) return cuda_fail(be, MEMRA_ERR_NOMEM, "weight_load: out of host memory");
+        c->tm = t, c->tm_cap = cap;
+    }
+    const int i = tm_lower(c, p);
+    memmove(c->tm + i + 1, c->tm + i, (size_t)(c->n_tm - i) * sizeof *c->tm);
+    c->tm[i] = p;
+    c->n_tm++;
+    return MEMRA_OK;
+}
+
+static void tm_del(cuda_impl *c, const void *p) {
+    const int i = tm_lower(c, p);
+    if (i == c->n_tm || c->tm[i] != p) return;
+    memmove(c->tm + i, c->tm + i + 1, (size_t)(c->n_tm - i - 1) * sizeof *c->tm);
+    c->n_tm--;
+}
+
+int cuda_weight_tm(memra_backend *be, const memra_weight *w) {
+    const cuda_impl *c = cuda_of(be);
+    if (!w || !w->data || w->type != MEMRA_TYPE_Q4_K || !c->n_tm) return 0;
+    const int i = tm_lower(c, w->data);
+    return i < c->n_tm && c->tm[i] == w->data;
+}
+
 static memra_status c_weight_load(memra_backend *be, memra_weight *w) {
     if (w->data) return MEMRA_OK;
     if (!w->host) return CUDA_INVALID(be, "weight_load %s: no host data", w->name ? w->name : "?");
@@ -132,22 +235,49 @@ static memra_status c_weight_load(memra_backend *be, memra_weight *w) {
     memra_status st = c_alloc(be, (size_t)w->nbytes + WEIGHT_PAD, &d);
     if (st) return st;
     st = cuda_check(be, cudaMemset((uint8_t *)d + w->nbytes, 0, WEIGHT_PAD), "weight_load: pad");
+    int tiled = 0;
+    if (!st && tm_wants(w))
+        st = tm_upload(be, d, w, &tiled);
+    else if (!st)
+        st = cuda_check(be, cudaMemcpy(d, w->host, (size_t)w->nbytes, cudaMemcpyHostToDevice), "weight_load: copy");
+    if (!st && tiled) st = tm_add(be, d);
     if (st) {
         cudaFree(d);
         return st;
-    }
-    cudaError_t e = cudaMemcpy(d, w->host, (size_t)w->nbytes, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) {
-        cudaFree(d);
-        return cuda_check(be, e, "weight_load: copy");
     }
     w->data = d;
     return MEMRA_OK;
 }
 
 static void c_weight_release(memra_backend *be, memra_weight *w) {
+    if (w->data) tm_del(cuda_of(be), w->data);
     if (w->data && w->data != w->host) cudaFree(w->data);
     w->data = NULL;
+}
+
+/* moe.cu reads its expert and shared-expert weights in the file's order;
+ * tm_wants never tiles them (3-D, or named "_exps" / "_shexp"), and this
+ * check keeps a weight named otherwise from reaching it tile-major. */
+static memra_status moe_check(memra_backend *be, const memra_moe_params *p) {
+    const memra_weight *ws[6] = {p->gate_exps, p->up_exps, p->down_exps, p->gate_shexp, p->up_shexp, p->down_shexp};
+    for (int i = 0; i < 6; i++)
+        if (cuda_weight_tm(be, ws[i]))
+            return CUDA_INVALID(be, "moe %s: the weight is tile-major (moe.cu reads the file's order)",
+                                ws[i]->name ? ws[i]->name : "?");
+    return MEMRA_OK;
+}
+
+static memra_status c_moe_ffn(memra_backend *be, const memra_moe_params *p, const float *x, const int32_t *ids,
+                              const float *w, float *out, int64_t T, void *scratch) {
+    memra_status st = moe_check(be, p);
+    return st ? st : cuda_op_moe_ffn(be, p, x, ids, w, out, T, scratch);
+}
+
+static memra_status c_moe_block(memra_backend *be, const memra_moe_params *p, const float *logits, const float *xn,
+                                const float *sg, int64_t sg_stride, float *x, int64_t T, int32_t *ids, float *w,
+                                void *scratch) {
+    memra_status st = moe_check(be, p);
+    return st ? st : cuda_op_moe_block(be, p, logits, xn, sg, sg_stride, x, T, ids, w, scratch);
 }
 
 static memra_status c_batch_upload(memra_backend *be, memra_batch *b) {
@@ -260,6 +390,7 @@ static void c_destroy(memra_backend *be) {
         if (c->gdn_cnt) cudaFree(c->gdn_cnt);
         if (c->mq) cudaFree(c->mq);
         cudaStreamDestroy(c->stream);
+        free(c->tm);
         free(c);
     }
     free(be);
@@ -301,8 +432,8 @@ static void cuda_ops_fill(memra_backend_ops *o) {
     o->attention = cuda_op_attention;
     o->gdn = cuda_op_gdn;
     o->moe_route = cuda_op_moe_route;
-    o->moe_ffn = cuda_op_moe_ffn;
-    o->moe_block = cuda_op_moe_block;
+    o->moe_ffn = c_moe_ffn;
+    o->moe_block = c_moe_block;
     o->argmax = cuda_op_argmax;
     o->destroy = c_destroy;
     o->graph_begin = c_graph_begin;

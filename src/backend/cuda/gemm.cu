@@ -38,7 +38,11 @@
  * Q8_0 weights take exact-weight kernels instead (the integer weights in
  * fp16, the group scales applied in fp32): k_gemm_q8 (mma.sync) and, first
  * on sm_90a, k_gemm_wg (wgmma), which does Q4_K too; see their sections
- * below. */
+ * below.
+ *
+ * Tile-major Q4_K weights (common.cuh): k_gemm, k_gemm_wg and the narrow
+ * path's matvec take TM = true and read the same blocks at their addresses
+ * there (the same bits as in the file's layout). */
 #include <cuda_fp16.h>
 
 #include "backend/cuda/matvec.cuh"
@@ -174,8 +178,10 @@ __device__ __forceinline__ void g_zero(float (&acc)[4][4][4]) {
  * group past the end read valid memory (row 0, token 0, group g0) and are
  * zeroed by selects, so the loop body has no branches and the compiler may
  * overlap the next step's loads with this step's MMAs. Warp w owns tokens
- * 64 (w / 4) .. + 64 x rows 32 (w % 4) .. + 32: 4 x 4 MMA tiles. */
-template <int TYPE, int NW>
+ * 64 (w / 4) .. + 64 x rows 32 (w % 4) .. + 32: 4 x 4 MMA tiles. TM: the
+ * weight is tile-major (Q4_K only; wrow[r] at the row's super-block 0,
+ * dq8_tm). */
+template <int TYPE, int NW, bool TM = false>
 __global__ void __launch_bounds__(256, 1)
     k_gemm(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out, const float *__restrict__ x,
            const float *__restrict__ xscale, float *__restrict__ y, int64_t T, int accumulate) {
@@ -192,7 +198,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         wok[r] = r0 + wr + 64 * r < n_out;
-        wrow[r] = W + (wok[r] ? r0 + wr + 64 * r : 0) * row_bytes;
+        wrow[r] = W + q4k_row_off(row_bytes, wok[r] ? r0 + wr + 64 * r : 0, TM);
     }
     float xs[4]; /* the staged tokens' scales s_t */
 #pragma unroll
@@ -208,8 +214,8 @@ __global__ void __launch_bounds__(256, 1)
         const int64_t g0 = k0 / 32, g1 = g1ok ? g0 + 1 : g0;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            dq8<TYPE>(wrow[r], g0, q, wv[r][0]);
-            dq8<TYPE>(wrow[r], g1, q, wv[r][1]);
+            dq8_tm<TYPE, TM>(wrow[r], g0, q, wv[r][0]);
+            dq8_tm<TYPE, TM>(wrow[r], g1, q, wv[r][1]);
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 wv[r][0][i] = wok[r] ? wv[r][0][i] : 0.0f;
@@ -585,6 +591,15 @@ __device__ __forceinline__ void g_q4_to_h2(uint32_t w, uint32_t *h01, uint32_t *
     *h01 = *(uint32_t *)&ha, *h23 = *(uint32_t *)&hb;
 }
 
+/* 4 six-bit values (bytes of w, each < 64) -> 2 words of 2 exact fp16 q - 32: 0x64 above each byte is 1024 + q,
+ * minus 1056 */
+__device__ __forceinline__ void g_q6_to_h2(uint32_t w, uint32_t *h01, uint32_t *h23) {
+    const __half2 bias = __half2half2(__ushort_as_half(0x6420)); /* 1056 */
+    uint32_t a = __byte_perm(w, 0x64646464u, 0x4140), b = __byte_perm(w, 0x64646464u, 0x4342);
+    __half2 ha = __hsub2(*(__half2 *)&a, bias), hb = __hsub2(*(__half2 *)&b, bias);
+    *h01 = *(uint32_t *)&ha, *h23 = *(uint32_t *)&hb;
+}
+
 /* The Q4_K min term's sums for k_gemm_wg: sum(x) of group g (32 columns) of
  * token t = the sum of x_hi + x_lo over the group (xp from k_gemm_xsplit:
  * the values the MMAs multiply), at xsum[g Tp + t], so that group g's sums
@@ -670,8 +685,13 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
 #define WS_SC (3 * WG_XT)                     /* 2 GN group scales, 2 GN (Q4_K) group mins, */
 #define WS_XS (WS_SC + 4 * GN * 4)            /* (Q4_K) the step's group sums of 128 tokens, */
 #define WS_RW (WS_XS + 2 * GM * 4)            /* the raw weight bytes */
-#define WS_STAGE ((WS_RW + GN * WS_RAW + 1023) / 1024 * 1024)
-#define WS_SMEM (WS_D * WS_STAGE + 16 * WS_D + 1024) /* + the mbarriers, + alignment slack */
+#define WS_RAW6 160 /* Q6_K: 64 ql, 32 qh and the 18-byte tail (scales, d) bytes a row and step, each run copied
+                      from the 16-byte boundary below it (5 + 3 + 2 chunks) */
+#define WS_RAW_T(TY) ((TY) == MEMRA_TYPE_Q6_K ? WS_RAW6 : WS_RAW)
+#define WS_STAGE_T(TY) ((WS_RW + GN * WS_RAW_T(TY) + 1023) / 1024 * 1024)
+#define WS_SMEM_T(TY) (WS_D * WS_STAGE_T(TY) + 16 * WS_D + 1024) /* + the mbarriers, + alignment slack */
+#define WS_STAGE WS_STAGE_T(MEMRA_TYPE_Q8_0)                     /* Q8_0 and Q4_K */
+#define WS_SMEM WS_SMEM_T(MEMRA_TYPE_Q8_0)
 
 /* 16-byte cp.async of which only the first n bytes are read (the rest zero-filled) */
 __device__ __forceinline__ void ws_cp16n(void *sdst, const void *gsrc, int n) {
@@ -684,23 +704,34 @@ __device__ __forceinline__ void ws_arrive(uint32_t bar) {
 }
 
 /* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block
- * WS_THREADS (512), WS_SMEM bytes of dynamic shared memory (the 1024-aligned
- * stages start inside its first 1024 bytes); sm_90a; in % 64 == 0 (Q4_K:
- * in % 256 == 0); W 16-byte aligned; xp and xscale from k_gemm_xsplit; Q4_K:
- * xsum (16-byte aligned) from k_gemm_xsum with Tp = T rounded up to 128 (not
- * read for Q8_0). Step kt covers columns 64 kt .. + 63, two groups (Q4_K:
- * quarter kt % 4 of super-block kt / 4, its sub-blocks 2 (kt % 4) + {0, 1}:
- * the low and high nibbles of one 32-byte run). Tokens past T read token
- * T - 1 and are not stored; rows past n_out read row 0 and are zeroed.
- * y[t][o] = accumulate ? y[t][o] + v : v. */
-template <int TYPE>
+ * WS_THREADS (512), WS_SMEM_T(TYPE) bytes of dynamic shared memory (the
+ * 1024-aligned stages start inside its first 1024 bytes); sm_90a; in % 64 ==
+ * 0 (Q4_K, Q6_K: in % 256 == 0); W 16-byte aligned, followed by at least 16
+ * readable bytes (Q6_K's tail copies; c_weight_load pads 64); xp and xscale
+ * from k_gemm_xsplit; Q4_K: xsum (16-byte aligned) from k_gemm_xsum with Tp
+ * = T rounded up to 128 (not read for Q8_0 and Q6_K). Step kt covers columns
+ * 64 kt .. + 63, two groups (Q4_K: quarter kt % 4 of super-block kt / 4, its
+ * sub-blocks 2 (kt % 4) + {0, 1}: the low and high nibbles of one 32-byte
+ * run) or, for Q6_K, four groups of 16 (quarter q = kt % 4 of super-block kt
+ * / 4: nibble q % 2 of ql[64 (q / 2) ..], bits 4 (q % 2) + {0, 2} of qh[32 (q
+ * / 2) ..], scales 4 q .. + 3; the weights as exact fp16 q - 32 and d sc in
+ * fp32, so that a group is C = W x_lo + W x_hi from zero, then acc = fma(C,
+ * d sc, acc): the same scheme as Q8_0's and Q4_K's, with Q6_K's 16-column
+ * scales and no min term). Tokens past T read token T - 1 and are not
+ * stored; rows past n_out read row 0 and are zeroed.
+ * y[t][o] = accumulate ? y[t][o] + v : v. TM: the Q4_K weight is
+ * tile-major (common.cuh): a row's super-block kt / 4 at q4k_blk.
+ * Q6_K is NOT YET MEASURED on a GPU (written without one); MEMRA_GEMM_Q6=0
+ * keeps it on mmvg. */
+template <int TYPE, bool TM = false>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     k_gemm_wg(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
               const __half *__restrict__ xp, const float *__restrict__ xsum, const float *__restrict__ xscale,
               float *__restrict__ y, int64_t T, int accumulate) {
     pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K;
+    constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K, Q6K = TYPE == MEMRA_TYPE_Q6_K;
+    constexpr int STAGE = WS_STAGE_T(TYPE), RAW = WS_RAW_T(TYPE);
     /* a consumer thread's registers: the rest of the block's (ptxas: no spills) */
     constexpr int CREG = (WS_ENTRY * WS_THREADS - 128 * WS_NP * WS_PREG) / 256 / 8 * 8;
     extern __shared__ uint8_t wg_raw[];
@@ -708,7 +739,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
      * loads in the shared space (a pointer from an integer made them generic loads) */
     uint8_t *sm = wg_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(wg_raw) & 1023u)) & 1023u);
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
-    const uint32_t full = sbase + WS_D * WS_STAGE, empty = full + 8 * WS_D; /* an mbarrier per stage */
+    const uint32_t full = sbase + WS_D * STAGE, empty = full + 8 * WS_D; /* an mbarrier per stage */
     const int tid = threadIdx.x;
     const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK;
     const int64_t Tp = (T + GM - 1) / GM * GM;
@@ -728,18 +759,25 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         /* Copies, coalesced (consecutive threads read consecutive 16-byte chunks): the raw rows as chunk k = i + 128
          * m of the tile's 5 (Q8_0) or 3 (Q4_K) a row, the x tiles as chunk i % 8 of tokens i / 8 + 16 q. */
         auto copy = [&](int64_t kt) { /* step kt's raw rows, x tiles and (Q4_K) sums into its stage */
-            uint8_t *st = sm + (kt % WS_D) * WS_STAGE;
+            uint8_t *st = sm + (kt % WS_D) * STAGE;
             int i = tid & 127; /* opaque to the compiler: the addresses are recomputed each step (a few integer ops)
                           * instead of 20+ pointers held over the loop in the producer's 40 registers */
             asm volatile("" : "+r"(i));
-            constexpr int NC = Q4K ? 3 : 5; /* chunks a row */
+            constexpr int NC = Q6K ? 10 : Q4K ? 3 : 5; /* chunks a row */
 #pragma unroll
             for (int m = 0; m < NC; m++) {
                 const int k = i + 128 * m, row = k / NC, ch = k - NC * row;
                 const uint8_t *w = W + (r0 + row < n_out ? r0 + row : 0) * row_bytes;
-                uint8_t *raw = st + WS_RW + WS_RAW * row + 16 * ch;
-                if (Q4K) { /* the 16-byte header, then the quarter's 32 nibble bytes */
-                    const uint8_t *b = w + 144 * (kt >> 2);
+                uint8_t *raw = st + WS_RW + RAW * row + 16 * ch;
+                if (Q6K) { /* quarter q = kt % 4 of super-block kt / 4: ql[64 (q / 2) ..] (chunks 0-4), qh[32 (q / 2)
+                            * ..] (5-7), the tail from byte 192 (8-9), each from the 16-byte boundary below */
+                    const uint8_t *b = w + 210 * (kt >> 2);
+                    const int n = (int)(kt >> 1) & 1, rc = ch < 5 ? ch : ch < 8 ? ch - 5 : ch - 8;
+                    const uint8_t *run = ch < 5 ? b + 64 * n : ch < 8 ? b + 128 + 32 * n : b + 192;
+                    mmv_cp16(raw, (const uint8_t *)((uintptr_t)run & ~(uintptr_t)15) + 16 * rc);
+                } else if (Q4K) { /* the 16-byte header, then the quarter's 32 nibble bytes */
+                    const uint8_t *b = TM ? q4k_blk(W, row_bytes, r0 + row < n_out ? r0 + row : 0, kt >> 2, true)
+                                          : w + 144 * (kt >> 2);
                     mmv_cp16(raw, ch == 0 ? b : b + 32 * (kt & 3) + 16 * ch);
                 } else { /* 68 bytes at a 4-byte aligned address, from the 16-byte boundary below; the last chunk
                           * cut at the step's end */
@@ -759,10 +797,37 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             }
         };
         auto convert = [&](int64_t kt) { /* row i of step kt's fp16 tile and its group scales (mins) */
-            uint8_t *st = sm + (kt % WS_D) * WS_STAGE;
-            const uint8_t *raw = st + WS_RW + WS_RAW * i;
+            uint8_t *st = sm + (kt % WS_D) * STAGE;
+            const uint8_t *raw = st + WS_RW + RAW * i;
             float *sc = (float *)(st + WS_SC);
-            if (Q4K) {
+            if (Q6K) {
+                /* the three runs sit at one offset o from their 16-byte boundaries (64 n, 128 + 32 n, 192 are
+                 * multiples of 16); o is even (210 and the row bytes are) */
+                const int q = (int)(kt & 3), hs = q & 1, o = (int)((uintptr_t)(wrow + 210 * (kt >> 2)) & 15);
+                const uint32_t *rq = (const uint32_t *)raw, *rh = (const uint32_t *)(raw + 80),
+                               *rt = (const uint32_t *)(raw + 128);
+                auto w32 = [&](const uint32_t *r, int off) { /* the 4 bytes at byte off (even) of a run */
+                    return __funnelshift_r(r[off >> 2], r[(off >> 2) + 1], 8 * (off & 3));
+                };
+                const float d = __half2float(__ushort_as_half((uint16_t)w32(rt, o + 16))); /* byte 208 */
+                const uint32_t scw = w32(rt, o + 4 * q);                                    /* scales 4 q .. + 3 */
+#pragma unroll
+                for (int u = 0; u < 4; u++) /* sub-block u (16 columns): d sc, exact (11 x 8 bits) */
+                    sc[4 * i + u] = wok ? d * (float)(int8_t)(scw >> (8 * u)) : 0.0f;
+#pragma unroll
+                for (int m = 0; m < 8; m++) { /* columns 8 m .. + 7: ql bytes 8 m .., qh bytes 8 (m % 4) .. */
+                    const int sh = 4 * hs + 2 * (m >> 2);
+                    uint32_t o4[4];
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const uint32_t lo = (w32(rq, o + 8 * m + 4 * h) >> (4 * hs)) & 0x0F0F0F0Fu;
+                        const uint32_t hi = ((w32(rh, o + 8 * (m & 3) + 4 * h) >> sh) & 0x03030303u) << 4;
+                        g_q6_to_h2(lo | hi, &o4[2 * h], &o4[2 * h + 1]);
+                    }
+                    *(uint4 *)(st + WS_W + wg_sw(i, m)) =
+                        wok ? make_uint4(o4[0], o4[1], o4[2], o4[3]) : make_uint4(0u, 0u, 0u, 0u);
+                }
+            } else if (Q4K) {
                 const uint4 h = *(const uint4 *)raw;
                 const int j0 = 2 * (int)(kt & 3);
                 auto sb = [&](int k) { /* header byte 4 + k (scales[k]), by selects */
@@ -838,7 +903,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     }
     /* group g (columns 32 g .. + 31 of the step) of step kt into c: lo k 0-15, lo k 16-31, hi k 0-15, hi k 16-31 */
     auto issue = [&](int64_t kt, int g, float (&c)[64]) {
-        const uint32_t sx = sbase + (uint32_t)(kt % WS_D) * WS_STAGE + 64 * g, sw = sx + WS_W + cw * 64 * 128;
+        const uint32_t sx = sbase + (uint32_t)(kt % WS_D) * STAGE + 64 * g, sw = sx + WS_W + cw * 64 * 128;
         wg_fence();
         wg_mma(c, wg_desc(sw), wg_desc(sx + WS_XL), 0);
         wg_mma(c, wg_desc(sw + 32), wg_desc(sx + WS_XL + 32), 1);
@@ -849,7 +914,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     /* acc = fma(C, d, acc) for group g of step kt; Q4_K: acc -= dmin m sum(x) (acc[4 j + e]: row R1 + 8 (e >> 1),
      * token 8 j + 2 (lane % 4) + (e & 1)) */
     auto scale = [&](int64_t kt, int g, const float(&c)[64]) {
-        const uint8_t *st = sm + (kt % WS_D) * WS_STAGE;
+        const uint8_t *st = sm + (kt % WS_D) * STAGE;
         const float *ds = (const float *)(st + WS_SC);
         const float d1 = ds[2 * R1 + g], d2 = ds[2 * (R1 + 8) + g];
 #pragma unroll
@@ -872,26 +937,73 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
      * while group 1, issued in the previous iteration, is in flight). The variants without it were slower
      * (2026-12-03h run 10): waiting for both groups at the top, 162 / 174 / 128 / 94.5 TFLOP/s on the four
      * lab shapes against 169 / 183 / 130 / 99; no group in flight over the back-edge, 158 / 159 / 124 / 93. */
+    /* Q6_K: a group is one sub-block (16 columns, its own int8 scale): C = W x_lo + W x_hi from zero, then
+     * acc = fma(C, d sc, acc); four a step, alternating between c0 and c1 as Q4_K's two do */
+    auto issue6 = [&](int64_t kt, int u, float (&c)[64]) {
+        const uint32_t sx = sbase + (uint32_t)(kt % WS_D) * STAGE + 32 * u, sw = sx + WS_W + cw * 64 * 128;
+        wg_fence();
+        wg_mma(c, wg_desc(sw), wg_desc(sx + WS_XL), 0);
+        wg_mma(c, wg_desc(sw), wg_desc(sx), 1);
+        wg_commit();
+    };
+    auto scale6 = [&](int64_t kt, int u, const float(&c)[64]) {
+        const float *ds = (const float *)(sm + (kt % WS_D) * STAGE + WS_SC);
+        const float d1 = ds[4 * R1 + u], d2 = ds[4 * (R1 + 8) + u];
+#pragma unroll
+        for (int k = 0; k < 64; k++) acc[k] = fmaf(c[k], (k & 2) ? d2 : d1, acc[k]);
+    };
     mbar_wait(full, 0);
-    issue(0, 0, c0);
-    issue(0, 1, c1);
     int64_t kt = 0;
-    for (; kt + 1 < nk; kt++) {
-        wg_wait<1>(); /* group 0 of step kt */
-        scale(kt, 0, c0);
-        /* the next step's group 0 runs while group 1 of this one is scaled */
-        mbar_wait(full + 8 * (uint32_t)((kt + 1) % WS_D), (uint32_t)(((kt + 1) / WS_D) & 1));
-        issue(kt + 1, 0, c0);
+    if constexpr (Q6K) {
+        issue6(0, 0, c0);
+        issue6(0, 1, c1);
+        for (; kt + 1 < nk; kt++) {
+            wg_wait<1>();
+            scale6(kt, 0, c0);
+            issue6(kt, 2, c0);
+            wg_wait<1>();
+            scale6(kt, 1, c1);
+            issue6(kt, 3, c1);
+            wg_wait<1>();
+            scale6(kt, 2, c0);
+            mbar_wait(full + 8 * (uint32_t)((kt + 1) % WS_D), (uint32_t)(((kt + 1) / WS_D) & 1));
+            issue6(kt + 1, 0, c0);
+            wg_wait<1>();
+            scale6(kt, 3, c1);
+            __syncwarp();
+            if (lane == 0) ws_arrive(empty + 8 * (uint32_t)(kt % WS_D));
+            issue6(kt + 1, 1, c1);
+        }
         wg_wait<1>();
+        scale6(kt, 0, c0);
+        issue6(kt, 2, c0);
+        wg_wait<1>();
+        scale6(kt, 1, c1);
+        issue6(kt, 3, c1);
+        wg_wait<1>();
+        scale6(kt, 2, c0);
+        wg_wait<0>();
+        scale6(kt, 3, c1);
+    } else {
+        issue(0, 0, c0);
+        issue(0, 1, c1);
+        for (; kt + 1 < nk; kt++) {
+            wg_wait<1>(); /* group 0 of step kt */
+            scale(kt, 0, c0);
+            /* the next step's group 0 runs while group 1 of this one is scaled */
+            mbar_wait(full + 8 * (uint32_t)((kt + 1) % WS_D), (uint32_t)(((kt + 1) / WS_D) & 1));
+            issue(kt + 1, 0, c0);
+            wg_wait<1>();
+            scale(kt, 1, c1);
+            __syncwarp();
+            if (lane == 0) ws_arrive(empty + 8 * (uint32_t)(kt % WS_D)); /* this warp is done with the stage */
+            issue(kt + 1, 1, c1);
+        }
+        wg_wait<1>();
+        scale(kt, 0, c0);
+        wg_wait<0>();
         scale(kt, 1, c1);
-        __syncwarp();
-        if (lane == 0) ws_arrive(empty + 8 * (uint32_t)(kt % WS_D)); /* this warp is done with the stage */
-        issue(kt + 1, 1, c1);
     }
-    wg_wait<1>();
-    scale(kt, 0, c0);
-    wg_wait<0>();
-    scale(kt, 1, c1);
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
@@ -914,15 +1026,24 @@ constexpr int g_w_parts() {
     return TYPE == MEMRA_TYPE_F16 || TYPE == MEMRA_TYPE_BF16 ? 1 : 2;
 }
 
-template <int TYPE, int NW>
-static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x,
-                               const float *xscale, float *y, int64_t T, int accumulate, cudaStream_t s) {
+template <int TYPE, int NW, bool TM>
+static cudaError_t launch_gemm_tm(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x,
+                                  const float *xscale, float *y, int64_t T, int accumulate, cudaStream_t s) {
     const int smem = 2 * G_STAGE(NW) * (int)sizeof(__half);
-    cudaError_t e = cuda_smem_limit<k_gemm<TYPE, NW>>(smem);
+    cudaError_t e = cuda_smem_limit<k_gemm<TYPE, NW, TM>>(smem);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    cuda_launch(k_gemm<TYPE, NW>, grid, 256, smem, s, W, rb, in, n_out, x, xscale, y, T, accumulate);
+    cuda_launch(k_gemm<TYPE, NW, TM>, grid, 256, smem, s, W, rb, in, n_out, x, xscale, y, T, accumulate);
     return cudaSuccess;
+}
+
+/* tm: the weight is tile-major (Q4_K only) */
+template <int TYPE, int NW>
+static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x,
+                               const float *xscale, float *y, int64_t T, int accumulate, cudaStream_t s, int tm) {
+    if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+        if (tm) return launch_gemm_tm<TYPE, NW, true>(W, rb, in, n_out, x, xscale, y, T, accumulate, s);
+    return launch_gemm_tm<TYPE, NW, false>(W, rb, in, n_out, x, xscale, y, T, accumulate, s);
 }
 
 /* Launch contract: grid (ceil(T / 32), ceil(n_out / 32)), block 256; F32
@@ -974,10 +1095,10 @@ __global__ void __launch_bounds__(256) k_sgemm_f32(const float *__restrict__ W, 
 /* n_out <= G_MV_MAX_ROWS: matmul.cu's matvec (matvec.cuh) with 16 tokens per block */
 template <int TYPE>
 static cudaError_t launch_narrow(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x, float *y,
-                                 int64_t T, int accumulate, cudaStream_t s) {
+                                 int64_t T, int accumulate, cudaStream_t s, int tm) {
     mv_multi_args a = {};
     a.W[0] = W, a.n_out[0] = n_out, a.y[0] = y;
-    a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate;
+    a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate, a.tm = tm;
     launch_multi_type<TYPE>(a, 1, false, x, s);
     return cudaSuccess;
 }
@@ -1037,7 +1158,7 @@ static memra_status gemm_q8_run(memra_backend *be, const uint8_t *W, size_t rb, 
  * the backend's second workspace (xs): the split activations xp (4 T in
  * bytes), then for Q4_K the group sums xsum (4 Tp in / 32 bytes, Tp = T
  * rounded up to 128, 16-byte aligned); the token scales in tc_scale. */
-template <int TYPE>
+template <int TYPE, bool TM>
 static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, int64_t in, int64_t n_out,
                                 const float *x, float *y, int64_t T, int accumulate) {
     constexpr bool q4k = TYPE == MEMRA_TYPE_Q4_K;
@@ -1050,10 +1171,13 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     float *xsum = q4k ? (float *)((uint8_t *)c->xs + sum_off) : NULL;
     if (q4k) cuda_launch(k_gemm_xsum, (unsigned)Tp, 256, 0, c->stream, xp, in, T, Tp, xsum);
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE>>(WS_SMEM), "gemm wg: shared memory"))) return st;
-    cuda_launch(k_gemm_wg<TYPE>, grid, WS_THREADS, WS_SMEM, c->stream, W, rb, in, n_out, xp, (const float *)xsum,
-                (const float *)c->tc_scale, y, T, accumulate);
-    return CUDA_LAUNCHED(be, q4k ? "gemm wg q4_k" : "gemm wg q8_0");
+    if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE, TM>>(WS_SMEM_T(TYPE)), "gemm wg: shared memory")))
+        return st;
+    cuda_launch(k_gemm_wg<TYPE, TM>, grid, WS_THREADS, WS_SMEM_T(TYPE), c->stream, W, rb, in, n_out, xp,
+                (const float *)xsum, (const float *)c->tc_scale, y, T, accumulate);
+    return CUDA_LAUNCHED(be, q4k                           ? "gemm wg q4_k"
+                             : TYPE == MEMRA_TYPE_Q6_K ? "gemm wg q6_k"
+                                                       : "gemm wg q8_0");
 }
 
 /* k_gemm_wg's device: compute capability 9.0, which runs the sm_90a code
@@ -1072,9 +1196,13 @@ static int wg_device(void) {
     return ok;
 }
 
+/* Q6_K takes the GEMM unless MEMRA_GEMM_Q6=0 (then mmvg, as before it had
+ * a wgmma path). */
 int cuda_gemm_wg_takes(uint32_t type, int64_t in, int64_t n_out) {
-    static int on = -1;
-    const int shape_ok = (type == MEMRA_TYPE_Q8_0 && in % GK == 0) || (type == MEMRA_TYPE_Q4_K && in % 256 == 0);
+    static int on = -1, q6 = -1;
+    const int shape_ok =
+        (type == MEMRA_TYPE_Q8_0 && in % GK == 0) || (type == MEMRA_TYPE_Q4_K && in % 256 == 0) ||
+        (type == MEMRA_TYPE_Q6_K && in % 256 == 0 && env_on("MEMRA_GEMM_Q6", &q6));
     return shape_ok && n_out > G_MV_MAX_ROWS && env_on("MEMRA_GEMM_WG", &on) && wg_device();
 }
 
@@ -1092,14 +1220,20 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     const uint8_t *W = (const uint8_t *)w->data;
     cudaStream_t s = cuda_of(be)->stream;
     const bool narrow = n_out <= G_MV_MAX_ROWS;
+    const int tm = cuda_weight_tm(be, w);
     if (narrow && w->type == MEMRA_TYPE_F32 && n_out > G_MV_MAX_ROWS_F32) {
         cuda_launch(k_sgemm_f32, dim3((unsigned)((T + 31) / 32), (unsigned)((n_out + 31) / 32)), 256, 0, s,
                     (const float *)w->data, in, n_out, x, y, T, accumulate);
         return CUDA_LAUNCHED(be, "gemm f32");
     }
-    if (cuda_gemm_wg_takes(w->type, in, n_out))
-        return w->type == MEMRA_TYPE_Q4_K ? gemm_wg_run<MEMRA_TYPE_Q4_K>(be, W, rb, in, n_out, x, y, T, accumulate)
-                                          : gemm_wg_run<MEMRA_TYPE_Q8_0>(be, W, rb, in, n_out, x, y, T, accumulate);
+    if (cuda_gemm_wg_takes(w->type, in, n_out)) {
+        if (w->type == MEMRA_TYPE_Q6_K)
+            return gemm_wg_run<MEMRA_TYPE_Q6_K, false>(be, W, rb, in, n_out, x, y, T, accumulate);
+        if (w->type != MEMRA_TYPE_Q4_K)
+            return gemm_wg_run<MEMRA_TYPE_Q8_0, false>(be, W, rb, in, n_out, x, y, T, accumulate);
+        return tm ? gemm_wg_run<MEMRA_TYPE_Q4_K, true>(be, W, rb, in, n_out, x, y, T, accumulate)
+                  : gemm_wg_run<MEMRA_TYPE_Q4_K, false>(be, W, rb, in, n_out, x, y, T, accumulate);
+    }
     static int q8_on = -1;
     if (!narrow && w->type == MEMRA_TYPE_Q8_0 && in % GK == 0 && env_on("MEMRA_GEMM_Q8", &q8_on))
         return gemm_q8_run(be, W, rb, in, n_out, x, y, T, accumulate);
@@ -1114,8 +1248,8 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     switch (w->type) {
 #define TC_CASE(TY)                                                                                  \
     case TY:                                                                                         \
-        e = narrow ? launch_narrow<TY>(W, rb, in, n_out, x, y, T, accumulate, s)                     \
-                   : launch_gemm<TY, g_w_parts<TY>()>(W, rb, in, n_out, x, xs, y, T, accumulate, s); \
+        e = narrow ? launch_narrow<TY>(W, rb, in, n_out, x, y, T, accumulate, s, tm)                     \
+                   : launch_gemm<TY, g_w_parts<TY>()>(W, rb, in, n_out, x, xs, y, T, accumulate, s, tm); \
         break;
         CUDA_FOR_EACH_TYPE(TC_CASE)
 #undef TC_CASE

@@ -16,13 +16,20 @@
  * device, no rebuild needed.
  *
  * Prefill (T >= MM_TC_MIN_T): Q8_0 goes to the wgmma GEMM (gemm.cu,
- * k_gemm_wg, sm_90a), Q4_K too where its tiles fill their waves (mmvg_path),
- * the other Q4_K and the Q6_K rows that the matvecs take to mmvg.cuh (their
- * arithmetic for many tokens; MEMRA_MMVG=0 turns it off), the other types
- * the tensor-core GEMM (cuda_gemm_tc). A row computed with T >= 16 differs
- * from the same row computed with T < 16 in the last bits, except on
- * mmvg's Q6_K path (unless MEMRA_MMVQ6=1); `memra gate kernels` checks each
- * path's invariance separately. */
+ * k_gemm_wg, sm_90a), Q4_K and Q6_K too where their tiles fill their waves
+ * (mmvg_path), the other Q4_K and Q6_K rows that the matvecs take to
+ * mmvg.cuh (their arithmetic for many tokens; MEMRA_MMVG=0 turns it off),
+ * the other types the tensor-core GEMM (cuda_gemm_tc). A row computed with
+ * T >= 16 differs from the same row computed with T < 16 in the last bits,
+ * except on mmvg's Q6_K path (unless MEMRA_MMVQ6=1);
+ * memra_backend_cuda_prefill_matvec says which shapes take mmvg, and
+ * `memra gate kernels` checks each path's invariance separately.
+ *
+ * Tile-major Q4_K weights (common.cuh, cuda_weight_tm) take the same paths
+ * with mmv_args.tm / mv_multi_args.tm set (the GEMM asks for itself): the
+ * same bits as the file's layout. A launch holds weights of one layout
+ * only: matmul_multi groups by layout too, and a swiglu pair of mixed
+ * layouts (c_weight_load never makes one) takes two matmuls. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +147,10 @@ static int mmvg_path(memra_backend *be, uint32_t type, int64_t in, int64_t n_out
     return mmv_use(type, in) ? 1 : mmv6_use(type, in) ? 3 : 0;
 }
 
+extern "C" int memra_backend_cuda_prefill_matvec(memra_backend *be, uint32_t type, int64_t in, int64_t n_out) {
+    return be && be->ops && be->ops->matmul == cuda_op_matmul && mmvg_path(be, type, in, n_out) != 0;
+}
+
 /* A tensor-core matvec launch (path 1: mmv.cuh / mmvq.cuh, Q4_K; path 3:
  * mmv6.cuh, Q6_K; path 5: mmvq.cuh, Q6_K, T < 16) of the n
  * weights in a, with the input norm when given. */
@@ -180,12 +191,12 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
-        a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate;
+        a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate, a.tm = cuda_weight_tm(be, w);
         return tc_run(be, path, &a, 1, NULL);
     }
     mv_multi_args a = {};
     a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
-    a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate;
+    a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate, a.tm = cuda_weight_tm(be, w);
     return matvec_multi_run(be, w->type, a, 1, false, x);
 }
 
@@ -230,13 +241,14 @@ static memra_status norm_to_ws(memra_backend *be, const memra_norm *norm, const 
 memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
                                   const float *x, int64_t T, const memra_norm *norm) {
     if (n < 1 || n > 4) return CUDA_INVALID(be, "matmul_multi: n = %d (1..4)", n);
-    int fused[4] = {0, 0, 0, 0};
+    int fused[4] = {0, 0, 0, 0}, tm[4] = {0, 0, 0, 0};
     for (int i = 0; i < n; i++) {
         memra_status st = mm_check(be, w[i], x, T);
         if (!st && norm && w[i]->ne[0] != w[0]->ne[0])
             st = CUDA_INVALID(be, "matmul_multi: a norm needs one row length (%lld, %lld)", (long long)w[0]->ne[0],
                               (long long)w[i]->ne[0]);
         if (st) return st;
+        tm[i] = cuda_weight_tm(be, w[i]);
         /* 1: tensor-core matvec (Q4_K), 5 / 3: (Q6_K), 2: k_matvec_multi, 0: cuda_op_matmul alone */
         if (T >= MM_TC_MIN_T) /* mmvg (path 1, 3) or the GEMM alone */
             fused[i] = w[i]->ne[0] == w[0]->ne[0] ? mmvg_path(be, w[i]->type, w[i]->ne[0], w[i]->ne[1]) : 0;
@@ -277,7 +289,7 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
         float *yk[4];
         int m = 0;
         for (int k = i; k < n; k++) {
-            if (fused[k] != path || w[k]->type != w[i]->type) continue;
+            if (fused[k] != path || w[k]->type != w[i]->type || tm[k] != tm[i]) continue;
             fused[k] = -1;
             W[m] = (const uint8_t *)w[k]->data, n_out[m] = w[k]->ne[1], yk[m] = y[k];
             m++;
@@ -286,12 +298,12 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
         if (path != 2) {
             mmv_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
-            a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T;
+            a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T, a.tm = tm[i];
             st = tc_run(be, path, &a, m, norm);
         } else {
             mv_multi_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
-            a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = T;
+            a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = T, a.tm = tm[i];
             st = matvec_multi_run(be, w[i]->type, a, m, false, x);
         }
         if (st) return st;
@@ -318,8 +330,10 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
         x = norm->out, norm = NULL;
     }
     size_t part = ws_rows_bytes(T, n);
+    /* one layout for both weights, else the two matmuls below */
+    const int tm = cuda_weight_tm(be, gate), same = gate->type == up->type && tm == cuda_weight_tm(be, up);
     /* the one-launch swiglu of the int8 and Q4_K paths (1; 5: T < 16) */
-    const int path = gate->type != up->type  ? 0
+    const int path = !same                   ? 0
                      : T < MM_TC_MIN_T       ? mv_path(gate->type, in, T)
                      : mmvg_path(be, gate->type, in, n);
     if (path == 1 || path == 5) {
@@ -327,7 +341,7 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
         a.x = x;
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
         a.n_out[0] = a.n_out[1] = n, a.y[0] = out;
-        a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1;
+        a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1, a.tm = tm;
         return tc_run(be, path, &a, 1, norm);
     }
     float *xn = NULL;
@@ -335,10 +349,10 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
         if ((st = norm_to_ws(be, norm, x, in, T, 2 * part, &xn))) return st;
         x = xn;
     }
-    if (T < MM_TC_MIN_T && gate->type == up->type) {
+    if (T < MM_TC_MIN_T && same) {
         mv_multi_args a = {};
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
-        a.n_out[0] = n, a.y[0] = out, a.row_bytes = gate->row_bytes, a.in = in, a.T = T;
+        a.n_out[0] = n, a.y[0] = out, a.row_bytes = gate->row_bytes, a.in = in, a.T = T, a.tm = tm;
         return matvec_multi_run(be, gate->type, a, 1, true, x);
     }
     size_t xn_bytes = xn ? ws_rows_bytes(T, in) : 0;

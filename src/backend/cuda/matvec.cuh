@@ -18,6 +18,10 @@
  * give the same bits. The T = 1 path is issue-bound for the quantized types
  * (~4 instructions per weight with fp32 activations; bench/results/matvec.md).
  *
+ * Tile-major Q4_K weights (common.cuh; TM = true): rows[r] points at the
+ * row's super-block 0 and its super-block g / 8 is g / 8 2,304 bytes
+ * further (dq8_tm): the same dq8 on the same bytes.
+ *
  * Contract: x rows 16-byte aligned, x_stride a multiple of 4 floats, the row
  * length a multiple of 32 (of the type's block size for the bigger blocks). */
 #ifndef MEMRA_CUDA_MATVEC_CUH
@@ -25,6 +29,18 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/quant.cuh"
+
+/* dq8 of group g of a row starting at row: in the file's layout, or (TM,
+ * Q4_K only) tile-major, where the row's super-block g / 8 lies at row +
+ * (g / 8) Q4K_TM_SB. */
+template <int TYPE, bool TM>
+__device__ __forceinline__ void dq8_tm(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
+    static_assert(!TM || TYPE == MEMRA_TYPE_Q4_K, "tile-major weights are Q4_K");
+    if constexpr (TM)
+        dq8<TYPE>(row + (g >> 3) * Q4K_TM_SB, g & 7, q, v);
+    else
+        dq8<TYPE>(row, g, q, v);
+}
 
 template <int TYPE, int NT>
 __device__ __forceinline__ void warp_row_dot(const uint8_t *__restrict__ row, int64_t n_groups,
@@ -90,7 +106,7 @@ __device__ __forceinline__ void mv_fma_step(float (*acc)[R][2], const float (*v)
     }
 }
 
-template <int TYPE, int NT, int R, int U>
+template <int TYPE, int NT, int R, int U, bool TM = false>
 __device__ __forceinline__ void warp_rows_dot(const uint8_t *const *rows, int64_t n_groups, const float *__restrict__ x,
                                               int64_t x_stride, int nt, float (*res)[R]) {
     const int lane = threadIdx.x & 31, q = lane & 3;
@@ -107,7 +123,7 @@ __device__ __forceinline__ void warp_rows_dot(const uint8_t *const *rows, int64_
 #pragma unroll
         for (int u = 0; u < U; u++)
 #pragma unroll
-            for (int r = 0; r < R; r++) dq8<TYPE>(rows[r], g + 8 * u, q, v[u][r]);
+            for (int r = 0; r < R; r++) dq8_tm<TYPE, TM>(rows[r], g + 8 * u, q, v[u][r]);
 #pragma unroll
         for (int u = 0; u < U; u++) mv_fma_step<NT, R>(acc, v[u], x, x_stride, g + 8 * u, q, nt);
     }
@@ -115,7 +131,7 @@ __device__ __forceinline__ void warp_rows_dot(const uint8_t *const *rows, int64_
     for (; g < ng; g += 8) {
         float v[R][8];
 #pragma unroll
-        for (int r = 0; r < R; r++) dq8<TYPE>(rows[r], g, q, v[r]);
+        for (int r = 0; r < R; r++) dq8_tm<TYPE, TM>(rows[r], g, q, v[r]);
         mv_fma_step<NT, R>(acc, v, x, x_stride, g, q, nt);
     }
 #pragma unroll
@@ -142,13 +158,15 @@ struct mv_multi_args {
     size_t row_bytes;
     int64_t in, T;
     int accumulate;
+    int tm; /* 1: every W is tile-major Q4_K (common.cuh) */
 };
 
 /* Launch contract: grid (blk0[4], ceil(T / NT)), block 32 * WARPS, W rows
  * row_bytes apart and 16-byte aligned (cudaMalloc; the Q4_K/Q5_K/IQ4_XS/
  * NVFP4/Q2_K decoders use aligned wide loads); x rows `in` floats apart,
- * 16-byte aligned; in % 32 == 0 (the type's block size). */
-template <int TYPE, int NT, int R, int WARPS, int U, bool SWIGLU>
+ * 16-byte aligned; in % 32 == 0 (the type's block size). TM: the weights
+ * are tile-major (Q4_K, a.tm). */
+template <int TYPE, int NT, int R, int WARPS, int U, bool SWIGLU, bool TM = false>
 __global__ void __launch_bounds__(32 * WARPS) k_matvec_multi(mv_multi_args a, const float *__restrict__ x) {
     pdl_start();
     const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
@@ -162,10 +180,10 @@ __global__ void __launch_bounds__(32 * WARPS) k_matvec_multi(mv_multi_args a, co
     const uint8_t *rows[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
-        rows[r] = SWIGLU ? a.W[r] + row0 * (int64_t)a.row_bytes
-                         : a.W[wi] + min(row0 + r, n_out - 1) * (int64_t)a.row_bytes;
+        rows[r] = SWIGLU ? a.W[r] + q4k_row_off(a.row_bytes, row0, TM)
+                         : a.W[wi] + q4k_row_off(a.row_bytes, min(row0 + r, n_out - 1), TM);
     float res[NT][R];
-    warp_rows_dot<TYPE, NT, R, U>(rows, a.in / 32, x + t0 * a.in, a.in, nt, res);
+    warp_rows_dot<TYPE, NT, R, U, TM>(rows, a.in / 32, x + t0 * a.in, a.in, nt, res);
     if ((threadIdx.x & 31) != 0) return;
 #pragma unroll
     for (int t = 0; t < NT; t++) {
@@ -202,15 +220,17 @@ struct mv_config {
 
 /* n weights in a (swiglu: the pair, n = 1), tokens NT at a time, with the
  * production configuration mv_config<TYPE, NT>; R from the rows of the
- * whole launch (R only changes speed, never a row's bits). */
-template <int TYPE, int NT>
-static void launch_matvec_multi(mv_multi_args a, int n, bool swiglu, const float *x, cudaStream_t s) {
+ * whole launch (R only changes speed, never a row's bits). TM: a.tm's
+ * layout (launch_matvec_multi picks it). */
+template <int TYPE, int NT, bool TM>
+static void launch_matvec_multi_tm(mv_multi_args a, int n, bool swiglu, const float *x, cudaStream_t s) {
     typedef mv_config<TYPE, NT> C;
     const dim3 block(32 * C::WARPS);
     const unsigned gy = (unsigned)((a.T + NT - 1) / NT);
     if (swiglu) {
         a.blk0[0] = 0, a.blk0[1] = a.blk0[2] = a.blk0[3] = a.blk0[4] = (int)((a.n_out[0] + C::WARPS - 1) / C::WARPS);
-        cuda_launch(k_matvec_multi<TYPE, NT, 2, C::WARPS, C::U, true>, dim3((unsigned)a.blk0[1], gy), block, 0, s, a, x);
+        cuda_launch(k_matvec_multi<TYPE, NT, 2, C::WARPS, C::U, true, TM>, dim3((unsigned)a.blk0[1], gy), block, 0, s,
+                    a, x);
         return;
     }
     int64_t total = 0;
@@ -222,9 +242,16 @@ static void launch_matvec_multi(mv_multi_args a, int n, bool swiglu, const float
         a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + rows_per_block - 1) / rows_per_block) : 0);
     const dim3 grid((unsigned)a.blk0[n], gy);
     if (use_r)
-        cuda_launch(k_matvec_multi<TYPE, NT, C::R, C::WARPS, C::U, false>, grid, block, 0, s, a, x);
+        cuda_launch(k_matvec_multi<TYPE, NT, C::R, C::WARPS, C::U, false, TM>, grid, block, 0, s, a, x);
     else
-        cuda_launch(k_matvec_multi<TYPE, NT, 1, C::WARPS, C::U1, false>, grid, block, 0, s, a, x);
+        cuda_launch(k_matvec_multi<TYPE, NT, 1, C::WARPS, C::U1, false, TM>, grid, block, 0, s, a, x);
+}
+
+template <int TYPE, int NT>
+static void launch_matvec_multi(const mv_multi_args &a, int n, bool swiglu, const float *x, cudaStream_t s) {
+    if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+        if (a.tm) return launch_matvec_multi_tm<TYPE, NT, true>(a, n, swiglu, x, s);
+    launch_matvec_multi_tm<TYPE, NT, false>(a, n, swiglu, x, s);
 }
 
 /* The token bucket NT = 1, 2, 4, 8 or 16 (T >= 16: 16 at a time) for a.T. */

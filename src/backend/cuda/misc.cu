@@ -39,6 +39,8 @@ memra_status cuda_op_embed(memra_backend *be, const memra_weight *table, const m
         return CUDA_INVALID(be, "embed: table type %s with row %lld is not supported (row_bytes %llu)",
                             memra_type_name(table->type), (long long)H, (unsigned long long)table->row_bytes);
     if (T < 0 || T > INT32_MAX) return CUDA_INVALID(be, "embed: T = %lld", (long long)T);
+    if (cuda_weight_tm(be, table)) /* c_weight_load keeps embedding tables in the file's order */
+        return CUDA_INVALID(be, "embed %s: the table is tile-major", table->name ? table->name : "?");
     cudaStream_t s = cuda_of(be)->stream;
     const uint8_t *W = (const uint8_t *)table->data;
     switch (table->type) {

@@ -64,6 +64,9 @@
  * share a block (batch invariance), and matmul, matmul_multi and
  * matmul_swiglu give a row the same bits.
  *
+ * Tile-major weights (common.cuh; TM = 1): the same kernel at the blocks'
+ * addresses (q4k_row_off, q4k_sb_stride), so the same bits.
+ *
  * Contract: in % 256 == 0, rows 16-byte aligned (144-byte blocks), x 16-byte
  * aligned, T in 1..15. */
 #ifndef MEMRA_CUDA_MMV_CUH
@@ -142,11 +145,13 @@ __device__ __forceinline__ uint32_t mmv_u4(const uint4 &v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-/* One 16-row tile's raw bytes for one super-block: rows gid and gid + 8. */
+/* One 16-row tile's raw bytes for one super-block: rows gid and gid + 8
+ * (r0, r1: their super-block 0; sbs: q4k_sb_stride, 144 in the file's
+ * layout). */
 struct mmv_raw {
     uint4 head[2], qs[2][2];
-    __device__ __forceinline__ void load(const uint8_t *r0, const uint8_t *r1, int sb, int tig) {
-        const uint8_t *b[2] = {r0 + (int64_t)sb * 144, r1 + (int64_t)sb * 144};
+    __device__ __forceinline__ void load(const uint8_t *r0, const uint8_t *r1, int sb, int tig, int64_t sbs = 144) {
+        const uint8_t *b[2] = {r0 + (int64_t)sb * sbs, r1 + (int64_t)sb * sbs};
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             head[r] = __ldg((const uint4 *)b[r]);
@@ -340,6 +345,7 @@ struct mmv_args {
     int swiglu;
     const float *nw; /* the input norm's weight {in} (memra_norm), NULL: x as is */
     float eps;
+    int tm; /* 1: every W is tile-major Q4_K (common.cuh) */
 };
 
 /* Launch contract: grid (blk0[4]), block 32 * ks (ks = mmv_ks(in / 256) in
@@ -349,8 +355,8 @@ struct mmv_args {
  * super-block loaded while this one is computed; >= 2 = a shared-memory
  * ring of ST super-blocks filled by cp.async, ST - 1 in flight. NG = 1
  * (T <= 4, decode) is held to 128 registers except at ST = 1: two blocks of
- * 8 warps per SM. */
-template <int NG, int ST>
+ * 8 warps per SM. TM: the weights are tile-major (a.tm; every ST). */
+template <int NG, int ST, bool TM = false>
 __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k_mmv(mmv_args a) {
     extern __shared__ __align__(16) uint32_t mmv_sh[];
     const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
@@ -365,16 +371,21 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
     const uint8_t *rows[2][2], *tbase[2];
     int64_t rbase[2];
     int64_t nrow[2];
+    constexpr int64_t SBS = q4k_sb_stride(TM); /* a row's super-blocks apart */
+    /* row r's super-block 0 from its tile's row rb (rb % 16 == 0; negative when r was clamped into an earlier tile) */
+    auto roff = [&](int64_t r, int64_t base) {
+        return q4k_row_off(a.row_bytes, r, TM) - q4k_row_off(a.row_bytes, base, TM);
+    };
 #pragma unroll
     for (int tl = 0; tl < 2; tl++) {
         const int w = a.swiglu ? tl : wi;
         rbase[tl] = a.swiglu ? tile0 : tile0 + 16 * tl;
         nrow[tl] = a.n_out[w];
-        tbase[tl] = a.W[w] + rbase[tl] * (int64_t)a.row_bytes;
+        tbase[tl] = a.W[w] + q4k_row_off(a.row_bytes, rbase[tl], TM);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             int64_t row = rbase[tl] + gid + 8 * r;
-            rows[tl][r] = a.W[w] + (row < nrow[tl] ? row : nrow[tl] - 1) * (int64_t)a.row_bytes;
+            rows[tl][r] = a.W[w] + q4k_row_off(a.row_bytes, row < nrow[tl] ? row : nrow[tl] - 1, TM);
         }
     }
     constexpr int RS = mmv_ring(ST); /* ring slots */
@@ -405,7 +416,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
             const int64_t rb = t1 ? rbase[1] : rbase[0], nr = t1 ? nrow[1] : nrow[0];
             int64_t r = rb + (lane & 15);
             r = r < nr ? r : nr - 1;
-            myrow = (t1 ? tbase[1] : tbase[0]) + (r - rb) * (int64_t)a.row_bytes;
+            myrow = (t1 ? tbase[1] : tbase[0]) + roff(r, rb);
         }
         if (lane == 0) {
 #pragma unroll
@@ -421,7 +432,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
             const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + slot * slot_b);
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 144, [%2];" ::"r"(
                              dst + 144 * lane),
-                         "l"(myrow + (int64_t)sb * 144), "r"(b)
+                         "l"(myrow + (int64_t)sb * SBS), "r"(b)
                          : "memory");
             if (lane < xt)
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 1024, [%2];" ::"r"(
@@ -457,13 +468,13 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
             const int c = lane + 32 * i, row = c / 9, tl = row >> 4;
             int64_t r = rbase[tl] + (row & 15);
             r = r < nrow[tl] ? r : nrow[tl] - 1;
-            off[i] = (int32_t)((r - rbase[tl]) * (int64_t)a.row_bytes + 16 * (c - 9 * row)) | tl;
+            off[i] = (int32_t)(roff(r, rbase[tl]) + 16 * (c - 9 * row)) | tl;
         }
         auto issue = [&](int sb, int slot) {
             uint8_t *dst = ring + slot * slot_b;
 #pragma unroll
             for (int i = 0; i < 9; i++)
-                mmv_cp16(dst + 16 * (lane + 32 * i), ((off[i] & 1) ? tbase[1] : tbase[0]) + (off[i] & ~15) + (int64_t)sb * 144);
+                mmv_cp16(dst + 16 * (lane + 32 * i), ((off[i] & 1) ? tbase[1] : tbase[0]) + (off[i] & ~15) + (int64_t)sb * SBS);
             for (int t = 0; t < xt; t++) { /* the lane's own x elements: read back by the same lane */
                 const float *xs = a.x + (int64_t)t * a.in + (int64_t)sb * 256 + 8 * lane;
                 mmv_cp16(dst + MMV_SLOT_B + 1024 * t + 32 * lane, xs);
@@ -489,12 +500,12 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
         mmv_raw cur[2], nxt[2];
         if (sb0 < sb1)
 #pragma unroll
-            for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb0, tig);
+            for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb0, tig, SBS);
 #pragma unroll 1
         for (int sb = sb0; sb < sb1; sb++) {
             if (sb + 1 < sb1)
 #pragma unroll
-                for (int tl = 0; tl < 2; tl++) nxt[tl].load(rows[tl][0], rows[tl][1], sb + 1, tig);
+                for (int tl = 0; tl < 2; tl++) nxt[tl].load(rows[tl][0], rows[tl][1], sb + 1, tig, SBS);
             float sinv[NG];
             mmv_stage<NG>(a.x, a.in, a.T, sb, lane, stg, sinv, nullptr, a.nw, ninv);
             mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
@@ -505,7 +516,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
         for (int sb = sb0; sb < sb1; sb++) {
             mmv_raw cur[2];
 #pragma unroll
-            for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, tig);
+            for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, tig, SBS);
             float sinv[NG];
             mmv_stage<NG>(a.x, a.in, a.T, sb, lane, stg, sinv, nullptr, a.nw, ninv);
             mmv_sb_q4k<NG>(cur, acc, stg, sinv, a.T, gid, tig);
@@ -541,8 +552,8 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
 #undef MMV_PART
 }
 
-template <int NG, int ST>
-static void mmv_launch_ng(const mmv_args &a, cudaStream_t s, int ks) {
+template <int NG, int ST, bool TM>
+static void mmv_launch_k(const mmv_args &a, cudaStream_t s, int ks) {
     static bool attr_set; /* the opt-in above 48 KiB, once per instantiation: the largest T and ks */
     if (!attr_set) {
         size_t mx = 0;
@@ -550,10 +561,16 @@ static void mmv_launch_ng(const mmv_args &a, cudaStream_t s, int ks) {
             const size_t b = mmv_smem_bytes(NG, ST, MMV_KS_MAX, T);
             mx = b > mx ? b : mx;
         }
-        cudaFuncSetAttribute(k_mmv<NG, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mx);
+        cudaFuncSetAttribute(k_mmv<NG, ST, TM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mx);
         attr_set = true;
     }
-    cuda_launch(k_mmv<NG, ST>, (unsigned)a.blk0[4], 32u * (unsigned)ks, mmv_smem_bytes(NG, ST, ks, a.T), s, a);
+    cuda_launch(k_mmv<NG, ST, TM>, (unsigned)a.blk0[4], 32u * (unsigned)ks, mmv_smem_bytes(NG, ST, ks, a.T), s, a);
+}
+
+template <int NG, int ST>
+static void mmv_launch_ng(const mmv_args &a, cudaStream_t s, int ks) {
+    if (a.tm) mmv_launch_k<NG, ST, true>(a, s, ks);
+    else mmv_launch_k<NG, ST, false>(a, s, ks);
 }
 
 /* ks: the K split, mmv_ks(in / 256) unless a lab overrides it for timing

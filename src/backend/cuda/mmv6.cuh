@@ -77,23 +77,32 @@ struct mmv6_raw {
     uint32_t d;
 };
 
+/* A 4-byte word of a block at p (4-byte aligned when al, else 2), by
+ * __ldg from global memory or, SH, by a plain load from shared memory
+ * (k_mmv6b's slots). */
+template <bool SH>
 __device__ __forceinline__ uint32_t mmv6_ld32(const uint8_t *p, bool al) {
+    if (SH) {
+        if (al) return *(const uint32_t *)p;
+        return (uint32_t)*(const unsigned short *)p | ((uint32_t)*(const unsigned short *)(p + 2) << 16);
+    }
     if (al) return __ldg((const uint32_t *)p);
     const uint32_t lo = __ldg((const unsigned short *)p), hi = __ldg((const unsigned short *)(p + 2));
     return lo | (hi << 16);
 }
 
+template <bool SH = false>
 __device__ __forceinline__ void mmv6_load(mmv6_raw &w, const uint8_t *b, int tig, bool al) {
 #pragma unroll
     for (int n = 0; n < 2; n++) {
 #pragma unroll
-        for (int i = 0; i < 4; i++) w.ql[n][i] = mmv6_ld32(b + 64 * n + 16 * i + 4 * tig, al);
+        for (int i = 0; i < 4; i++) w.ql[n][i] = mmv6_ld32<SH>(b + 64 * n + 16 * i + 4 * tig, al);
 #pragma unroll
-        for (int i = 0; i < 2; i++) w.qh[n][i] = mmv6_ld32(b + 128 + 32 * n + 16 * i + 4 * tig, al);
+        for (int i = 0; i < 2; i++) w.qh[n][i] = mmv6_ld32<SH>(b + 128 + 32 * n + 16 * i + 4 * tig, al);
     }
 #pragma unroll
-    for (int i = 0; i < 4; i++) w.sc[i] = mmv6_ld32(b + 192 + 4 * i, al);
-    w.d = __ldg((const unsigned short *)(b + 208));
+    for (int i = 0; i < 4; i++) w.sc[i] = mmv6_ld32<SH>(b + 192 + 4 * i, al);
+    w.d = SH ? *(const unsigned short *)(b + 208) : __ldg((const unsigned short *)(b + 208));
 }
 
 /* B rows of super-block sb for tokens 0..T-1 into the warp's staging area:
@@ -285,7 +294,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX) k_mmv6(mmv_args a) {
  * The gate's output{H, 248320} rows hold it to k_mmv6's bits (memcmp). */
 #define MMV6P_SBW 8
 
-static inline size_t mmv6p_smem_bytes(int T, int nsb, int ks) {
+__host__ __device__ static inline size_t mmv6p_smem_bytes(int T, int nsb, int ks) {
     const int sbw = (nsb + ks - 1) / ks;
     return (size_t)ks * sbw * 2 * T * MMV6_TS * 2;
 }
@@ -395,6 +404,245 @@ static inline bool mmv6p_use(const mmv_args &a) {
     return mode && mmv6p_ok(a.T, a.in) && (mode == 2 || a.blk0[4] >= MMV6P_MIN_TILES);
 }
 
+/* ---- k_mmv6b: k_mmv6p's tiles through bulk copies ----
+ *
+ * What: k_mmv6p (T <= 4, long outputs: the heads) with the weight bytes
+ * brought in by the copy engine. A 16-row tile of a Q6_K weight is one
+ * contiguous run of 16 row_bytes (53,760 bytes at H = 4096; a multiple of
+ * 16, 16-byte aligned: row_bytes = 210 nsb with nsb even). The block is G
+ * groups of ks warps; group g owns DG shared-memory slots of one tile each
+ * and takes the block's tiles g, g + G, ... (tile blockIdx.x + j gridDim.x
+ * for the block's j-th), each filled by MMV6B_CP bulk copies
+ * (cp.async.bulk, completion on the slot's mbarrier). A group's warp w
+ * multiplies its super-block range [sb0, sb1) of the 16 rows from the
+ * slot; when the group's warps are done with it, the slot is refilled with
+ * the group's tile DG further on while the partials are added. The first
+ * DG tiles of each group are requested before the wait for the previous
+ * kernel (the weights are constants of the step). x is staged once per
+ * block, as k_mmv6p does, by all groups (warp w's range is the same in
+ * every group).
+ * Bits: per tile the arithmetic is k_mmv6p's and k_mmv6's: the same raw
+ * words (read from shared memory instead of global), the same staging,
+ * mmv6_sb in sb order, the ks partials added in warp order. G, DG and the
+ * grid only decide which warps run a tile. The gate's output{H, 248320}
+ * rows hold it to k_mmv6's bits (memcmp of T = 1 against T = 7 rows).
+ * Why: k_mmv6p's loads (16 bytes of 8 rows 3,360 bytes apart per warp
+ * instruction) keep the 9B head at ~51% of copy; the same pattern without
+ * arithmetic reaches 67%, contiguous runs 107% (stream lab,
+ * bench/results/2026-12-03g-h200.md), and a bulk-copy ring of contiguous
+ * Q4_K runs took the head shape to 81-85% (ibid., k_tm<2>). Here the SM
+ * issues one instruction per 13 KB chunk instead of ~34 loads per super-
+ * block and row pair.
+ * Why groups with private slots: a slot shared by two groups could be
+ * waited on for its use u while use u - 1 is still in flight (the
+ * mbarrier's parity cannot tell them apart); a group's own slots are used
+ * in its own order. Shared memory holds only 3 tiles at H = 4096 / 5120
+ * (T = 1), so there G = 3 groups of one slot each (mmv6b_config): while one
+ * group waits for its copy the others compute.
+ * NOT YET MEASURED (written without a GPU). MEMRA_MMV6B=0 turns it off
+ * (k_mmv6p then), MEMRA_MMV6B_G / MEMRA_MMV6B_DG force a configuration
+ * that fits, for A/B runs. */
+#define MMV6B_WARPS 16 /* G ks at most (512 threads: 128 registers a thread) */
+#define MMV6B_GMAX 4
+#define MMV6B_CP 4 /* bulk copies a tile (each 840 nsb bytes: a multiple of 16 for even nsb) */
+
+/* A slot's bytes: a tile, rounded up to 128. */
+__host__ __device__ static inline size_t mmv6b_slot_bytes(size_t row_bytes) { return (16 * row_bytes + 127) & ~(size_t)127; }
+
+/* Dynamic shared memory of a k_mmv6b<G, DG> block: the slots, the staging
+ * area (k_mmv6p's), the partials [G][ks][16][4]. */
+static inline size_t mmv6b_smem_bytes(int g, int dg, int T, int nsb, int ks, size_t row_bytes) {
+    return (size_t)g * dg * mmv6b_slot_bytes(row_bytes) + mmv6p_smem_bytes(T, nsb, ks) + (size_t)g * ks * 64 * 4;
+}
+
+/* Launch contract: block 32 G ks (ks = mmv_ks(in / 256), G ks <=
+ * MMV6B_WARPS), dynamic shared memory mmv6b_smem_bytes(G, DG, ...), any
+ * grid >= 1; k_mmv6p's otherwise (T <= 4, in / 256 <= 32 and even), and
+ * every weight's n_out % 16 == 0 (whole tiles only), 16-byte aligned. */
+template <int G, int DG>
+static __global__ void __launch_bounds__(32 * MMV6B_WARPS) k_mmv6b(mmv_args a) {
+    extern __shared__ __align__(128) uint8_t mb_sh[]; /* [G][DG] slots, staging, partials */
+    __shared__ float ninv[MMV_MAX_T];
+    __shared__ float sx[MMV_KS_MAX][MMV6P_SBW][4]; /* 1 / s of (warp, its super-block k, token) */
+    __shared__ __align__(8) uint64_t bar[G][DG];   /* slot full: one arrival (expect_tx) + the copies' bytes */
+    const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+    const int ks = (int)(blockDim.x >> 5) / G, w = (int)(threadIdx.x >> 5), g = w / ks, wp = w - g * ks;
+    const int T = a.T, nsb = (int)(a.in / 256), sbw = (nsb + ks - 1) / ks;
+    const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
+    const int64_t rb = (int64_t)a.row_bytes, tile_b = 16 * rb, chunk = tile_b / MMV6B_CP;
+    const size_t slot_b = mmv6b_slot_bytes(a.row_bytes);
+    const int ntiles = a.blk0[4], bx = (int)blockIdx.x, nb = (int)gridDim.x;
+    const int nj = bx < ntiles ? (ntiles - 1 - bx) / nb + 1 : 0; /* this block's tiles */
+    __half *stg = (__half *)(mb_sh + (size_t)G * DG * slot_b) + (size_t)wp * sbw * 2 * T * MMV6_TS;
+    float *part = (float *)(mb_sh + (size_t)G * DG * slot_b + mmv6p_smem_bytes(T, nsb, ks)) + (size_t)g * ks * 64;
+    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(&bar[g][0]);
+    const uint32_t slot0 = (uint32_t)__cvta_generic_to_shared(mb_sh + (size_t)g * DG * slot_b);
+    /* the group's i-th tile (block tile g + i G) into its slot i % DG; warp 0 of the group */
+    auto issue = [&](int i) {
+        const int j = g + i * G;
+        if (j >= nj) return;
+        const int tile = bx + j * nb, wi = cuda_blk_owner(a.blk0, tile);
+        const uint8_t *src = a.W[wi] + (int64_t)(tile - a.blk0[wi]) * tile_b;
+        const uint32_t b = bar0 + 8 * (uint32_t)(i % DG), dst = slot0 + (uint32_t)((i % DG) * slot_b);
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"((uint32_t)tile_b)
+                         : "memory");
+        __syncwarp();
+        if (lane < MMV6B_CP)
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                             dst + (uint32_t)(lane * chunk)),
+                         "l"(src + lane * chunk), "r"((uint32_t)chunk), "r"(b)
+                         : "memory");
+    };
+    /* the group's barrier (ids 1 .. G; 0 is __syncthreads') */
+    auto group_sync = [&]() { asm volatile("bar.sync %0, %1;" ::"r"(1 + g), "r"(32 * ks) : "memory"); };
+    if (wp == 0) {
+        if (lane == 0) {
+#pragma unroll
+            for (int d = 0; d < DG; d++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * d) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __syncwarp();
+#pragma unroll
+        for (int d = 0; d < DG; d++) issue(d); /* before the wait: the weights do not depend on it */
+    }
+    pdl_start();
+    if (a.nw) block_inv_rms(a.x, a.in, T, a.eps, ninv);
+    /* the staging of warp wp's range, its super-blocks dealt over the groups */
+    for (int k = g; k < sb1 - sb0; k += G) {
+        float sinv[1];
+        mmv6_stage<1>(a.x, a.in, T, sb0 + k, lane, a.nw, ninv, stg + (size_t)k * 2 * T * MMV6_TS, sinv);
+        if (lane < 4) sx[wp][k][lane] = sinv[0];
+    }
+    __syncthreads(); /* the staging and the mbarriers' init */
+#pragma unroll 1
+    for (int i = 0; g + i * G < nj; i++) {
+        const int tile = bx + (g + i * G) * nb;
+        mbar_wait(bar0 + 8 * (uint32_t)(i % DG), (uint32_t)(i / DG) & 1u);
+        const uint8_t *slot = mb_sh + (size_t)(g * DG + i % DG) * slot_b;
+        const uint8_t *rows[2] = {slot + gid * rb, slot + (gid + 8) * rb};
+        float acc[1][2] = {{0.0f, 0.0f}};
+        mmv6_raw cur[2], nxt[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) mmv6_load<true>(cur[r], rows[r] + (int64_t)sb0 * 210, tig, (sb0 & 1) == 0);
+#pragma unroll 1
+        for (int sb = sb0; sb < sb1; sb++) {
+            if (sb + 1 < sb1)
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    mmv6_load<true>(nxt[r], rows[r] + (int64_t)(sb + 1) * 210, tig, ((sb + 1) & 1) == 0);
+            const float sinv[1] = {sx[wp][sb - sb0][tig]};
+            mmv6_sb<1>(cur, acc, stg + (size_t)(sb - sb0) * 2 * T * MMV6_TS, sinv, T, gid, tig);
+#pragma unroll
+            for (int r = 0; r < 2; r++) cur[r] = nxt[r];
+        }
+#define MMV6B_PART(k, row, tk) part[((k) * 16 + (row)) * 4 + (tk)]
+#pragma unroll
+        for (int r = 0; r < 2; r++) MMV6B_PART(wp, gid + 8 * r, tig) = acc[0][r];
+        group_sync(); /* the slot is read, the partials written */
+        if (wp == 0) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* generic reads before the async writes */
+            issue(i + DG);
+        }
+        const int wi = cuda_blk_owner(a.blk0, tile);
+        const int64_t tile0 = (int64_t)(tile - a.blk0[wi]) * 16, nrow = a.n_out[wi];
+        for (int q = (int)threadIdx.x - 32 * ks * g; q < 64; q += 32 * ks) {
+            const int tk = q & 3, row = q >> 2;
+            if (tk >= T) continue;
+            float v = MMV6B_PART(0, row, tk);
+            for (int k = 1; k < ks; k++) v = __fadd_rn(v, MMV6B_PART(k, row, tk));
+            float *yp = a.y[wi] + (int64_t)tk * nrow + tile0 + row;
+            *yp = a.accumulate ? *yp + v : v;
+        }
+#undef MMV6B_PART
+        group_sync(); /* the partials are rewritten by the next tile */
+    }
+    if (wp == 0 && lane == 0)
+#pragma unroll
+        for (int d = 0; d < DG; d++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar0 + 8 * d) : "memory");
+}
+
+/* The instantiation for G groups of DG slots (1 <= G <= MMV6B_GMAX, DG 1 or 2). */
+typedef void (*mmv6b_kernel)(mmv_args);
+static inline mmv6b_kernel mmv6b_kernel_of(int g, int dg) {
+    static const mmv6b_kernel k[MMV6B_GMAX][2] = {{k_mmv6b<1, 1>, k_mmv6b<1, 2>},
+                                                  {k_mmv6b<2, 1>, k_mmv6b<2, 2>},
+                                                  {k_mmv6b<3, 1>, k_mmv6b<3, 2>},
+                                                  {k_mmv6b<4, 1>, k_mmv6b<4, 2>}};
+    return k[g - 1][dg - 1];
+}
+
+/* The blocks of kernel K (G ks warps, smem bytes of dynamic shared memory)
+ * that fit on an SM at once; 0 if none (its shared-memory limit raised to
+ * the device's opt-in maximum first). */
+static inline int mmv6b_per_sm(mmv6b_kernel K, int warps, size_t smem) {
+    static int optin = 0;
+    if (!optin && cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) != cudaSuccess) return 0;
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, K) != cudaSuccess || smem + fa.sharedSizeBytes > (size_t)optin ||
+        cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)fa.sharedSizeBytes) !=
+            cudaSuccess)
+        return 0;
+    int per = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, K, 32 * warps, smem) != cudaSuccess) return 0;
+    return per;
+}
+
+/* k_mmv6b's configuration for launch a (ks warps a group): of the G, DG
+ * that fit (G ks <= MMV6B_WARPS), the most warps an SM, then the most
+ * slots an SM (more warps compute, more slots keep copies in flight), then
+ * the larger G (x staged once for more warps). At T = 1: H = 4096 and 5120
+ * fit three tiles an SM, one block of G = 3, DG = 1 (12 and 15 warps);
+ * H = 2048 (2 warps a group): two blocks of G = 3, DG = 1 (12 warps, 6
+ * slots an SM).
+ * MEMRA_MMV6B_G / MEMRA_MMV6B_DG restrict the choice (A/B runs). *pper: the
+ * blocks an SM. 0 if none fits. */
+static inline int mmv6b_config(const mmv_args &a, int ks, int *pg, int *pdg, size_t *psmem, int *pper) {
+    static int eg = -1, edg = -1;
+    if (eg < 0) {
+        const char *e = getenv("MEMRA_MMV6B_G"), *f = getenv("MEMRA_MMV6B_DG");
+        eg = e && *e ? atoi(e) : 0, edg = f && *f ? atoi(f) : 0;
+    }
+    const int nsb = (int)(a.in / 256);
+    int best_w = 0, best_s = 0;
+    for (int g = 1; g <= MMV6B_GMAX; g++) {
+        if (g * ks > MMV6B_WARPS || (eg > 0 && g != eg)) continue;
+        for (int dg = 1; dg <= 2; dg++) {
+            if (edg > 0 && dg != edg) continue;
+            const size_t sm = mmv6b_smem_bytes(g, dg, a.T, nsb, ks, a.row_bytes);
+            const int per = mmv6b_per_sm(mmv6b_kernel_of(g, dg), g * ks, sm);
+            const int w = per * g * ks, sl = per * g * dg;
+            if (per < 1 || w < best_w || (w == best_w && sl < best_s)) continue; /* ties: the larger G */
+            best_w = w, best_s = sl;
+            *pg = g, *pdg = dg, *psmem = sm, *pper = per;
+        }
+    }
+    return best_w > 0;
+}
+
+/* Launches k_mmv6b for a (blk0 filled, ks = mmv_ks) when it takes it:
+ * MEMRA_MMV6B unset or 1: k_mmv6p's launches (mmv6p_use) whose weights are
+ * whole tiles, 2: every such launch that fits, 0: never. false: not taken
+ * (nothing launched). The grid: the blocks that fit on the device at once,
+ * at most the tile count. */
+static inline bool mmv6b_launch(const mmv_args &a, cudaStream_t s, int ks) {
+    static int mode = -1, sms = 0;
+    if (mode < 0) {
+        const char *e = getenv("MEMRA_MMV6B");
+        mode = e && *e ? atoi(e) : 1;
+    }
+    if (!mode || !mmv6p_ok(a.T, a.in) || (a.in / 256) % 2 || (mode != 2 && a.blk0[4] < MMV6P_MIN_TILES)) return false;
+    for (int i = 0; i < 4; i++)
+        if (a.blk0[i + 1] > a.blk0[i] && (a.n_out[i] % 16 || !cuda_aligned16(a.W[i]))) return false;
+    if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) return false;
+    int g = 0, dg = 0, per = 0;
+    size_t sm = 0;
+    if (!mmv6b_config(a, ks, &g, &dg, &sm, &per)) return false;
+    const long grid = (long)sms * per < a.blk0[4] ? (long)sms * per : a.blk0[4];
+    cuda_launch(mmv6b_kernel_of(g, dg), (unsigned)grid, 32u * (unsigned)(g * ks), sm, s, a);
+    return true;
+}
+
 template <int NG>
 static void mmv6_launch_ng(const mmv_args &a, cudaStream_t s, int ks) {
     static bool attr_set; /* the opt-in above 48 KiB, once per instantiation */
@@ -412,6 +660,7 @@ static inline void mmv6_launch(mmv_args a, int n, cudaStream_t s, int ks = 0) {
     a.blk0[0] = 0;
     for (int i = 0; i < 4; i++) a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + 15) / 16) : 0);
     if (!ks) ks = mmv_ks((int)(a.in / 256));
+    if (ks == mmv_ks((int)(a.in / 256)) && mmv6b_launch(a, s, ks)) return;
     if (ks == mmv_ks((int)(a.in / 256)) && mmv6p_use(a)) {
         const size_t sm = mmv6p_smem_bytes(a.T, (int)(a.in / 256), ks);
         cuda_smem_limit<k_mmv6p>(MMV6P_SMEM_MAX);

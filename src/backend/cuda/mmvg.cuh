@@ -24,6 +24,9 @@
  * k_mmv6g is the same for Q6_K (mmv6_sb, one call per 16-row tile; no
  * swiglu: k_mmv6 has none).
  *
+ * Tile-major Q4_K weights (common.cuh): k_mmvg<.., TM = true> loads the
+ * same blocks from their addresses there (the same bits).
+ *
  * Grid: x = token tiles (consecutive blocks share weight rows: the rows
  * come from DRAM once and then from L2), y = row blocks (mmv_blocks with MMVG_W warps a block). */
 #ifndef MEMRA_CUDA_MMVG_CUH
@@ -141,9 +144,10 @@ __device__ __forceinline__ void mmvg_loop(int nsb, int ks, int64_t NR, int t0, c
 }
 
 /* mmvg_loop over a warp's two Q4_K 16-row tiles, weights through
- * registers (rows[tile][r]: the warp's rows gid and gid + 8 of each tile;
+ * registers (rows[tile][r]: the warp's rows gid and gid + 8 of each tile,
+ * at their super-block 0; TM: tile-major, super-blocks Q4K_TM_SB apart;
  * live: whether the warp has rows, uniform over the warp). */
-template <int NG, int W>
+template <int NG, int W, bool TM = false>
 __device__ __forceinline__ void mmvg_q4k_pair(int nsb, int ks, int64_t NR, int t0, const int32_t *ro, int cnt,
                                               const uint32_t *__restrict__ xs, const float *__restrict__ xsinv,
                                               uint32_t (*stg)[4 * NG * MMV_TOK_W], const uint8_t *const (&rows)[2][2],
@@ -155,7 +159,7 @@ __device__ __forceinline__ void mmvg_q4k_pair(int nsb, int ks, int64_t NR, int t
         [&](int c) {
             if (live)
 #pragma unroll
-                for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], c, tig);
+                for (int tl = 0; tl < 2; tl++) cur[tl].load(rows[tl][0], rows[tl][1], c, tig, q4k_sb_stride(TM));
         },
         [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
             if (live) mmv_sb_q4k<NG>(cur, acc, sg, sinv, cnt, gid, tig);
@@ -188,8 +192,9 @@ __device__ __forceinline__ void mmvg_q6k_pair(int nsb, int ks, int64_t NR, int t
 
 /* Launch contract: grid (ceil(T / (4 NG)), blk0[4] from mmv_blocks(.., MMVG_W)), block
  * 32 W; xs, xsinv from k_mmvg_prep<Q4_K> of a.x (and a.nw); mmv.cuh's
- * contract otherwise (in % 256 == 0, aligned rows). */
-template <int NG, int W>
+ * contract otherwise (in % 256 == 0, aligned rows). TM: the weights are
+ * tile-major (a.tm). */
+template <int NG, int W, bool TM = false>
 __global__ void __launch_bounds__(32 * W, 2) k_mmvg(mmv_args a, const uint32_t *__restrict__ xs,
                                                    const float *__restrict__ xsinv) {
     constexpr int G = 4 * NG;
@@ -213,11 +218,11 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmvg(mmv_args a, const uint32_t *
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int64_t row = rbase[tl] + gid + 8 * r;
-            rows[tl][r] = a.W[a.swiglu ? tl : wi] + (row < nrow[tl] ? row : nrow[tl] - 1) * (int64_t)a.row_bytes;
+            rows[tl][r] = a.W[a.swiglu ? tl : wi] + q4k_row_off(a.row_bytes, row < nrow[tl] ? row : nrow[tl] - 1, TM);
         }
     float tot[2][NG][2];
     const int nsb = (int)(a.in / 256);
-    mmvg_q4k_pair<NG, W>(nsb, mmv_ks(nsb), a.T, t0, nullptr, cnt, xs, xsinv, stg, rows, live, tot);
+    mmvg_q4k_pair<NG, W, TM>(nsb, mmv_ks(nsb), a.T, t0, nullptr, cnt, xs, xsinv, stg, rows, live, tot);
     if (!live) return;
 #pragma unroll
     for (int g = 0; g < NG; g++) {
@@ -295,7 +300,12 @@ static inline void mmvg_launch(mmv_args a, int n, int path, void *ws, cudaStream
     if (path == 1) {
         cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q4_K>, (unsigned)a.T, 32u * MMVG_PREP_W, 0, s, a.x, a.in, a.T, a.nw, a.eps,
                     xs, xsinv);
-        cuda_launch(k_mmvg<MMVG_NG, MMVG_W>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs, (const float *)xsinv);
+        if (a.tm)
+            cuda_launch(k_mmvg<MMVG_NG, MMVG_W, true>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs,
+                        (const float *)xsinv);
+        else
+            cuda_launch(k_mmvg<MMVG_NG, MMVG_W>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs,
+                        (const float *)xsinv);
     } else {
         cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q6_K>, (unsigned)a.T, 32u * MMVG_PREP_W, 0, s, a.x, a.in, a.T, a.nw, a.eps,
                     xs, xsinv);

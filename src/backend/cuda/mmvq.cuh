@@ -44,6 +44,9 @@
  * was 30% slower than k_matvec_multi and was removed: bench/results/
  * 2026-12-03f-h200.md.)
  *
+ * Tile-major Q4_K weights (common.cuh) take k_mmvq_tm below: k_mmvq's
+ * work and bits, the weight bytes through a per-warp cp.async ring.
+ *
  * Contract: in % 256 == 0, rows 16-byte aligned for Q4_K (so are its
  * 144-byte blocks), 2-byte for Q6_K, x and
  * the norm weight 16-byte aligned, T in 1..15, mmvq_buf_bytes(T, in / 256)
@@ -203,6 +206,16 @@ struct mmvq_raw {
             head[r] = __ldg((const uint4 *)b[r]);
 #pragma unroll
             for (int p = 0; p < 4; p++) qs[r][p] = __ldg((const uint2 *)(b[r] + 16 + 32 * p + 8 * t));
+        }
+    }
+    /* the same from a tile's super-block in shared memory (row i at 144 i: k_mmvq_tm's ring slot) */
+    __device__ __forceinline__ void load_sh(const uint8_t *tile, int g, int t) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *b = tile + (g + 8 * r) * 144;
+            head[r] = *(const uint4 *)b;
+#pragma unroll
+            for (int p = 0; p < 4; p++) qs[r][p] = *(const uint2 *)(b + 16 + 32 * p + 8 * t);
         }
     }
 };
@@ -618,18 +631,196 @@ static inline void mmvq_blocks1(mmv_args *a) {
     a->blk0[4] = b;
 }
 
-template <int TYPE, int NP, int TL, int MINB>
-static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
-    cudaError_t e = cuda_smem_limit<k_mmvq<TYPE, NP, TL, MINB>>((int)mmvq_smem_bytes(NP, TL, MMV_KS_MAX));
+/* ---- k_mmvq_tm: tile-major Q4_K weights through a per-warp cp.async ring ----
+ *
+ * What: k_mmvq for the tile-major layout (common.cuh): the same block and
+ * warp layout (the same tiles, the same super-block range per warp), the
+ * same arithmetic (mmvq_sb), epilogue (mmvq_finish) and pdl_trigger() after
+ * the loop, so every row has k_mmvq's bits on the file's layout. Only the
+ * way the weight bytes reach the registers differs: each warp has a ring of
+ * D slots in shared memory; a slot holds one super-block of the warp's TL
+ * tiles (TL x 2,304 bytes, row i of a tile at 144 i), filled by the lanes'
+ * 16-byte cp.async (one commit group per super-block). Tile-major, a
+ * tile's super-block is one 2,304-byte run (for swiglu at TL = 1, whose
+ * tile is 8 gate rows and the same 8 up rows, two 1,152-byte half runs).
+ * D - 1 super-blocks are in flight while one is multiplied; the first D - 1
+ * are requested before the wait for the prep (constants of the step, as
+ * k_mmvq's first). This is the lab's k_cr<D, 1> (bench/kernels/
+ * mmvq_tm_lab.cu) for every T, TL and swiglu layout of k_mmvq.
+ * Why (bench/results/2026-12-03g-h200.md, section 2; H200, us per prep +
+ * matvec pair at T = 1, 64 per CUDA graph over weight copies > L2): the
+ * production pair on the file's layout 16.2-16.6 / 15.3-15.9 / 24.9-25.2 /
+ * 29.5-30.5 us (41 / 43 / 48 / 40% of copy) on {4096, 12288} / {12288,
+ * 4096} / {5120, 17408} / {17408, 5120}; k_cr<2, 1> 14.3 / 12.8 / 21.6 /
+ * 28.5 us (47 / 53 / 55 / 42%), k_cr<4, 1> 15.2 / 14.1 / 22.8 / 24.9 us;
+ * every output memcmp-equal to production's. Register loads at the
+ * tile-major addresses gained 9-11%, the same ring on the file's layout
+ * nothing.
+ * D: mmvq_tm_d, a function of the row length (and TL), never of T. */
+#define MMVQ_TM_D 2 /* ring slots; 4 for long warp ranges (mmvq_tm_d) */
+
+/* D = 4 where a warp walks 8 or more super-blocks (nsb / ks >= 8: rows of
+ * 16,384 or more, 27b's ffn_down {17408, 5120}: 24.9 against 28.5 us),
+ * else 2 (D = 4 lost 5-10% at 4-6 super-blocks a warp). TL = 2 keeps 2:
+ * unmeasured, and its slots are twice as large. */
+static inline int mmvq_tm_d(int nsb, int ks, int tl) { return tl == 1 && nsb / ks >= 8 ? 4 : MMVQ_TM_D; }
+
+/* Bytes of one warp's ring, and k_mmvq_tm's dynamic shared memory: the
+ * rings, then mmvq_finish's partials (apart: a warp may still read its ring
+ * while another writes its partials). */
+__host__ __device__ static constexpr int mmvq_tm_warp_bytes(int d, int tl) { return d * tl * Q4K_TM_SB; }
+static inline size_t mmvq_tm_smem_bytes(int d, int np, int tl, int ks) {
+    return (size_t)ks * mmvq_tm_warp_bytes(d, tl) + mmvq_smem_bytes(np, tl, ks);
+}
+
+/* The block's tiles as mmvq_tiles sets them (rbase, nrow, the return
+ * value), without the row pointers. */
+template <int TL>
+__device__ __forceinline__ int mmvq_tile_rows(const mmv_args &a, int64_t (&rbase)[TL], int64_t (&nrow)[TL]) {
+    if (TL == 1 && a.swiglu) {
+        rbase[0] = (int64_t)((int)blockIdx.x - a.blk0[0]) * 8, nrow[0] = a.n_out[0];
+        return 0;
+    }
+    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
+    const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 16 * TL);
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++) {
+        rbase[tl] = a.swiglu ? tile0 : tile0 + 16 * tl;
+        nrow[tl] = a.n_out[a.swiglu ? tl : wi];
+    }
+    return wi;
+}
+
+/* mmvq_tiles for tile-major weights: hb[tl][h], the super-block-0 address of
+ * rows 8 h .. 8 h + 7 of the warp's tile tl (8 contiguous blocks of 144
+ * bytes; a tile past the weight's end, TL = 2 with n_out % 32 == 16, reads
+ * the last tile, and mmvq_finish stores none of it); swiglu at TL = 1: half
+ * 0 = gate rows 8 b .. 8 b + 7, half 1 = the same up rows. Needs n_out % 16
+ * == 0 (c_weight_load's rule). */
+template <int TL>
+__device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *(&hb)[TL][2]) {
+    int64_t rbase[TL], nrow[TL];
+    const int wi = mmvq_tile_rows<TL>(a, rbase, nrow);
+    if (TL == 1 && a.swiglu) {
+        hb[0][0] = a.W[0] + q4k_row_off(a.row_bytes, rbase[0], true);
+        hb[0][1] = a.W[1] + q4k_row_off(a.row_bytes, rbase[0], true);
+        return;
+    }
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++) {
+        const int64_t r = rbase[tl] < nrow[tl] ? rbase[tl] : nrow[tl] - 16;
+        hb[tl][0] = a.W[a.swiglu ? tl : wi] + q4k_row_off(a.row_bytes, r, true);
+        hb[tl][1] = hb[tl][0] + 8 * 144;
+    }
+}
+
+/* Launch contract: k_mmvq's (grid, block 32 ks, buf, T <= 2 NP, TL,
+ * MINB) for TYPE = Q4_K with every a.W tile-major; dynamic shared memory
+ * mmvq_tm_smem_bytes(D, NP, TL, ks). Warp w: tile(s) as k_mmvq, super-blocks
+ * [w nsb / ks, (w + 1) nsb / ks) through its ring of D slots. */
+template <int NP, int TL, int MINB, int D>
+__global__ void __launch_bounds__(32 * MMV_KS_MAX, MINB) k_mmvq_tm(mmv_args a, const uint8_t *__restrict__ buf) {
+    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][TL][2304] rings, then [ks][TL][NP][16][8] floats */
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
+    const int ks = blockDim.x >> 5;
+    const uint8_t *hb[TL][2];
+    mmvq_tm_tiles<TL>(a, hb);
+    const int nsb = (int)(a.in / 256);
+    const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks, n = sb1 - sb0;
+    uint8_t *ring = mt_sh + (size_t)wp * mmvq_tm_warp_bytes(D, TL);
+    const bool halves = TL == 1 && a.swiglu; /* a slot's 8-row halves from two weights */
+    /* every lane: its 16-byte chunks of super-block sb0 + i into slot i % D (tile tl's run at tl 2,304) */
+    auto issue = [&](int i) {
+        const int64_t so = (int64_t)(sb0 + i) * Q4K_TM_SB;
+        uint8_t *slot = ring + (i % D) * (TL * Q4K_TM_SB);
+        if (halves) {
+            for (int c = lane; c < Q4K_TM_SB / 16; c += 32) {
+                const bool h = c >= 72;
+                mmv_cp16(slot + 16 * c, (h ? hb[0][1] : hb[0][0]) + so + 16 * (h ? c - 72 : c));
+            }
+            return;
+        }
+        if constexpr (TL == 1) {
+            for (int c = lane; c < Q4K_TM_SB / 16; c += 32) mmv_cp16(slot + 16 * c, hb[0][0] + so + 16 * c);
+        } else {
+            int l = lane;
+            /* opaque to the compiler, which otherwise keeps the chunk addresses over the loop (spills) */
+            asm volatile("" : "+r"(l));
+            for (int c = l; c < 2 * Q4K_TM_SB / 16; c += 32) {
+                const bool t1 = c >= Q4K_TM_SB / 16;
+                mmv_cp16(slot + 16 * c, (t1 ? hb[1][0] : hb[0][0]) + so + 16 * (t1 ? c - Q4K_TM_SB / 16 : c));
+            }
+        }
+    };
+    /* super-blocks 0 .. D - 2 in flight before the wait for the prep */
+#pragma unroll
+    for (int k = 0; k < D - 1; k++) {
+        if (k < n) issue(k);
+        mmv_cp_commit();
+    }
+    pdl_start();
+    const uint8_t *planes = buf;
+    const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
+    float acc[TL][NP][4];
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++)
+#pragma unroll
+        for (int p = 0; p < NP; p++) acc[tl][p][0] = acc[tl][p][1] = acc[tl][p][2] = acc[tl][p][3] = 0.0f;
+    mmvq_raw cur[TL];
+#pragma unroll 1
+    for (int sb = sb0; sb < sb1; sb++) {
+        const int i = sb - sb0;
+        __syncwarp(); /* the slot refilled now was read at i - 1 by every lane */
+        if (i + D - 1 < n) issue(i + D - 1);
+        mmv_cp_commit();
+        mmv_cp_wait<D - 1>(); /* this lane's chunks of super-block i */
+        __syncwarp();         /* and every lane's */
+        const uint8_t *slot = ring + (i % D) * (TL * Q4K_TM_SB);
+#pragma unroll
+        for (int tl = 0; tl < TL; tl++) cur[tl].load_sh(slot + tl * Q4K_TM_SB, g, t);
+        const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
+        mmvq_sb<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
+    }
+    pdl_trigger();
+    int64_t rbase[TL], nrow[TL]; /* only now: fewer registers held over the loop */
+    const int wi = mmvq_tile_rows<TL>(a, rbase, nrow);
+    mmvq_finish<NP, TL>(acc, (float *)(mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, TL)), a, wi, rbase, nrow, nullptr);
+}
+
+/* One launch of kernel K (k_mmvq or k_mmvq_tm: grid blk0[4], block 32 ks,
+ * smem bytes; smax: the most any launch of K takes, set once). pdl: with
+ * programmatic stream serialization. */
+template <auto K>
+static cudaError_t mmvq_launch_k(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl, size_t smem,
+                                 size_t smax) {
+    cudaError_t e = cuda_smem_limit<K>((int)smax);
     if (e != cudaSuccess) return e;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = (unsigned)a.blk0[4], cfg.blockDim = 32u * (unsigned)ks;
-    cfg.dynamicSmemBytes = mmvq_smem_bytes(NP, TL, ks);
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = s, cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k_mmvq<TYPE, NP, TL, MINB>, a, buf);
+    return cudaLaunchKernelEx(&cfg, K, a, buf);
+}
+
+template <int TYPE, int NP, int TL, int MINB>
+static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
+    if constexpr (TYPE == MEMRA_TYPE_Q4_K) {
+        if (a.tm) {
+            if constexpr (TL == 1)
+                if (mmvq_tm_d((int)(a.in / 256), ks, TL) == 4)
+                    return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, 4>>(a, buf, s, ks, pdl,
+                                                                     mmvq_tm_smem_bytes(4, NP, TL, ks),
+                                                                     mmvq_tm_smem_bytes(4, NP, TL, MMV_KS_MAX));
+            return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D>>(a, buf, s, ks, pdl,
+                                                                     mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, ks),
+                                                                     mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, MMV_KS_MAX));
+        }
+    }
+    return mmvq_launch_k<k_mmvq<TYPE, NP, TL, MINB>>(a, buf, s, ks, pdl, mmvq_smem_bytes(NP, TL, ks),
+                                                     mmvq_smem_bytes(NP, TL, MMV_KS_MAX));
 }
 
 /* Tiles per warp: TL = 1 except for swiglu pairs, whose gate and up tiles
