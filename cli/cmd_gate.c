@@ -671,24 +671,39 @@ static int gate_small_ops(gate *g, const gate_model *m) {
         buf_free(g, &q);
         bpair_free(g, &b);
     }
-    /* argmax over the vocabulary, with a planted tie */
-    {
-        int64_t n = GATE_VOCAB;
+    /* argmax over the vocabulary, with a planted tie; then rows of an odd
+     * length (so the rows after the first start unaligned) holding NaNs and
+     * -inf: row 0 all NaN (id 0), row 1 -inf but for NaNs (the first
+     * non-NaN), the others a tie between two random entries; then 70 short
+     * rows (more than one launch's 64, one block a row) */
+    for (int odd = 0; odd < 3; odd++) {
+        const int64_t n = odd == 2 ? 1001 : GATE_VOCAB - 3 * odd, R = odd == 2 ? 70 : T;
         buf l;
-        if (buf_make(g, &l, (size_t)(T * n), -10, 10)) return -1;
-        for (int64_t t = 0; t < T; t++) {
+        if (buf_make(g, &l, (size_t)(R * n), -10, 10)) return -1;
+        for (int64_t t = 0; t < R; t++) {
+            float *r = l.h + t * n;
+            if (odd && t < 2) {
+                for (int64_t i = 0; i < n; i++) r[i] = t == 0 ? NAN : -INFINITY;
+                for (int k = 0; k < 3; k++) r[rnd_u64(g) % 64] = NAN;
+                continue;
+            }
             int64_t a = (int64_t)(rnd_u64(g) % (uint64_t)n), b = (int64_t)(rnd_u64(g) % (uint64_t)n);
-            l.h[t * n + a] = l.h[t * n + b] = 11.0f;
+            r[a] = r[b] = 11.0f;
+            if (odd)
+                for (int k = 0; k < 8; k++) r[rnd_u64(g) % (uint64_t)n] = NAN;
         }
         GTRY(g, g->gpu->ops->upload(g->gpu, l.d, l.h, l.n * 4));
-        int32_t ic[8], ig[8];
-        int32_t *di = galloc(g, 64);
+        int32_t ic[70], ig[70];
+        int32_t *di = galloc(g, sizeof ig);
         if (!di) return -1;
-        GTRY(g, g->cpu->ops->argmax(g->cpu, l.h, n, T, ic));
-        GTRY(g, g->gpu->ops->argmax(g->gpu, l.d, n, T, di));
-        GTRY(g, gdown(g, ig, di, (size_t)T * 4));
-        int ok = !memcmp(ic, ig, (size_t)T * 4);
-        gate_row(g, 1, "argmax", m->name, "vocab 248320, tie", "F32", (long)T, ok ? 0.0 : 1.0, 0, ok, "exact ids");
+        GTRY(g, gpoison(g, di, sizeof ig));
+        GTRY(g, g->cpu->ops->argmax(g->cpu, l.h, n, R, ic));
+        GTRY(g, g->gpu->ops->argmax(g->gpu, l.d, n, R, di));
+        GTRY(g, gdown(g, ig, di, (size_t)R * 4));
+        int ok = !memcmp(ic, ig, (size_t)R * 4);
+        gate_row(g, 1, "argmax", m->name, odd == 2 ? "1001, 70 rows" : odd ? "vocab-3, NaN, -inf" : "vocab 248320, tie",
+                 "F32", (long)R,
+                 ok ? 0.0 : 1.0, 0, ok, "exact ids");
         g->gpu->ops->free(g->gpu, di);
         buf_free(g, &l);
     }

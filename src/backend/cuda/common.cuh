@@ -30,6 +30,10 @@ static inline int env_on(const char *name, int *cache) {
 
 #define GDN_CNT_WORDS 32768 /* gdn.cu's arrival counters per backend */
 #define CUDA_MQ_BYTES (4u << 20) /* mmvq.cuh's activation planes per backend */
+#define AM_ROWS 64    /* misc.cu: rows of one split-argmax launch */
+#define AM_BLOCKS 128 /* misc.cu: the most blocks a row is split into */
+/* misc.cu's argmax scratch: AM_ROWS arrival counters, then AM_ROWS x AM_BLOCKS (value, index) partials */
+#define CUDA_AM_BYTES (AM_ROWS * 4 + AM_ROWS * AM_BLOCKS * 8)
 
 /* Private state behind memra_backend.impl. */
 typedef struct cuda_impl {
@@ -52,6 +56,7 @@ typedef struct cuda_impl {
     float *tc_scale;     /* gemm.cu: per-token activation scales of a prefill matmul [tc_scale_n] */
     unsigned *gdn_cnt;   /* gdn.cu: arrival counters [GDN_CNT_WORDS], zero between launches */
     uint8_t *mq;         /* mmvq.cuh: a matmul's activation planes [CUDA_MQ_BYTES] */
+    uint8_t *am;         /* misc.cu: argmax counters (zero between launches) and partials [CUDA_AM_BYTES] */
     int64_t tc_scale_n;
     void **tm;       /* cuda.cu: the tile-major weights' device addresses [n_tm], ascending (cuda_weight_tm) */
     int n_tm, tm_cap;

@@ -389,6 +389,7 @@ static void c_destroy(memra_backend *be) {
         if (c->tc_scale) cudaFree(c->tc_scale);
         if (c->gdn_cnt) cudaFree(c->gdn_cnt);
         if (c->mq) cudaFree(c->mq);
+        if (c->am) cudaFree(c->am);
         cudaStreamDestroy(c->stream);
         free(c->tm);
         free(c);
@@ -480,13 +481,16 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
     e = cudaMalloc((void **)&c->gdn_cnt, GDN_CNT_WORDS * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMemset(c->gdn_cnt, 0, GDN_CNT_WORDS * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->mq, CUDA_MQ_BYTES);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->am, CUDA_AM_BYTES);
+    if (e == cudaSuccess) e = cudaMemset(c->am, 0, CUDA_AM_BYTES);
     if (e != cudaSuccess) {
         if (c->gdn_cnt) cudaFree(c->gdn_cnt);
         if (c->mq) cudaFree(c->mq);
+        if (c->am) cudaFree(c->am);
         cudaStreamDestroy(c->stream);
         free(be);
         free(c);
-        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: gdn counters, mmvq planes: %s", cudaGetErrorString(e));
+        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: gdn counters, mmvq planes, argmax scratch: %s", cudaGetErrorString(e));
     }
     if (!cuda_ops.alloc) cuda_ops_fill(&cuda_ops);
     /* PDL (common.cuh) needs sm_90; on unless MEMRA_PDL=0 (+3-4% decode with
