@@ -174,6 +174,37 @@ __device__ __forceinline__ void pdl_trigger(void) {
 #endif
 }
 
+/* ---- mbarriers and bulk copies (the rings of mmv.cuh, mmv6.cuh, gemm.cu) ----
+ * bar, dst: shared-window addresses (__cvta_generic_to_shared). */
+
+/* Initialises the mbarrier at bar for N arrivals (one thread). */
+template <int N>
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "n"(N) : "memory");
+}
+/* Makes the initialisations above visible to the async proxy (after the last mbar_init). */
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void mbar_inval(uint32_t bar) {
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+/* Arrives on bar and expects `bytes` of bulk copies to complete its phase. */
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+/* Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+ * global src to shared dst, completing on bar; bulk_g2s_n: a constant size. */
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+template <int BYTES>
+__device__ __forceinline__ void bulk_g2s_n(uint32_t dst, const void *src, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "n"(BYTES), "r"(bar)
+                 : "memory");
+}
+
 /* Spins until the shared-memory mbarrier at bar (a shared-window address)
  * completes the phase of the given parity (the bulk-copy rings). */
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {

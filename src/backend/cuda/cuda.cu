@@ -490,7 +490,8 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
         cudaStreamDestroy(c->stream);
         free(be);
         free(c);
-        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: gdn counters, mmvq planes, argmax scratch: %s", cudaGetErrorString(e));
+        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: gdn counters, mmvq planes, argmax scratch: %s",
+                            cudaGetErrorString(e));
     }
     if (!cuda_ops.alloc) cuda_ops_fill(&cuda_ops);
     /* PDL (common.cuh) needs sm_90; on unless MEMRA_PDL=0 (+3-4% decode with

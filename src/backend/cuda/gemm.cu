@@ -745,10 +745,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const int64_t Tp = (T + GM - 1) / GM * GM;
     if (tid == 0) {
         for (int s = 0; s < WS_D; s++) {
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;" ::"r"(full + 8 * s) : "memory");
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" ::"r"(empty + 8 * s) : "memory");
+            mbar_init<128>(full + 8 * s);
+            mbar_init<8>(empty + 8 * s);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
     if (tid < 128 * WS_NP) { /* a producer: thread i copies and converts row i */

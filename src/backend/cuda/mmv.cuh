@@ -420,25 +420,19 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
         }
         if (lane == 0) {
 #pragma unroll
-            for (int i = 0; i < RS; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar + 8 * i) : "memory");
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            for (int i = 0; i < RS; i++) mbar_init<1>(bar + 8 * i);
+            mbar_init_fence();
         }
         __syncwarp();
         auto issue = [&](int sb, int slot) {
             const uint32_t b = bar + 8 * slot;
             if (lane == 0)
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(slot_b) : "memory");
+                mbar_expect_tx(b, slot_b);
             __syncwarp();
             const uint32_t dst = (uint32_t)__cvta_generic_to_shared(ring + slot * slot_b);
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 144, [%2];" ::"r"(
-                             dst + 144 * lane),
-                         "l"(myrow + (int64_t)sb * SBS), "r"(b)
-                         : "memory");
+            bulk_g2s_n<144>(dst + 144 * lane, myrow + (int64_t)sb * SBS, b);
             if (lane < xt)
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 1024, [%2];" ::"r"(
-                                 dst + MMV_SLOT_B + 1024 * lane),
-                             "l"(a.x + (int64_t)lane * a.in + (int64_t)sb * 256), "r"(b)
-                             : "memory");
+                bulk_g2s_n<1024>(dst + MMV_SLOT_B + 1024 * lane, a.x + (int64_t)lane * a.in + (int64_t)sb * 256, b);
         };
         const int nit = sb1 - sb0;
 #pragma unroll
@@ -456,7 +450,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
         __syncwarp();
         if (lane == 0)
 #pragma unroll
-            for (int i = 0; i < RS; i++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar + 8 * i) : "memory");
+            for (int i = 0; i < RS; i++) mbar_inval(bar + 8 * i);
     } else if constexpr (ST >= 2) {
         /* this lane copies chunks c = lane + 32 i (i < 9) of a slot: row c / 9
          * (tile row / 16, clamped to the weight), bytes 16 (c % 9) ..;
@@ -474,7 +468,8 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, NG == 1 && ST != 1 ? 2 : 1) k
             uint8_t *dst = ring + slot * slot_b;
 #pragma unroll
             for (int i = 0; i < 9; i++)
-                mmv_cp16(dst + 16 * (lane + 32 * i), ((off[i] & 1) ? tbase[1] : tbase[0]) + (off[i] & ~15) + (int64_t)sb * SBS);
+                mmv_cp16(dst + 16 * (lane + 32 * i),
+                         ((off[i] & 1) ? tbase[1] : tbase[0]) + (off[i] & ~15) + (int64_t)sb * SBS);
             for (int t = 0; t < xt; t++) { /* the lane's own x elements: read back by the same lane */
                 const float *xs = a.x + (int64_t)t * a.in + (int64_t)sb * 256 + 8 * lane;
                 mmv_cp16(dst + MMV_SLOT_B + 1024 * t + 32 * lane, xs);

@@ -447,7 +447,9 @@ static inline bool mmv6p_use(const mmv_args &a) {
 #define MMV6B_CP 4 /* bulk copies a tile (each 840 nsb bytes: a multiple of 16 for even nsb) */
 
 /* A slot's bytes: a tile, rounded up to 128. */
-__host__ __device__ static inline size_t mmv6b_slot_bytes(size_t row_bytes) { return (16 * row_bytes + 127) & ~(size_t)127; }
+__host__ __device__ static inline size_t mmv6b_slot_bytes(size_t row_bytes) {
+    return (16 * row_bytes + 127) & ~(size_t)127;
+}
 
 /* Dynamic shared memory of a k_mmv6b<G, DG> block: the slots, the staging
  * area (k_mmv6p's), the partials [G][ks][16][4]. */
@@ -485,22 +487,18 @@ static __global__ void __launch_bounds__(32 * MMV6B_WARPS) k_mmv6b(mmv_args a) {
         const uint8_t *src = a.W[wi] + (int64_t)(tile - a.blk0[wi]) * tile_b;
         const uint32_t b = bar0 + 8 * (uint32_t)(i % DG), dst = slot0 + (uint32_t)((i % DG) * slot_b);
         if (lane == 0)
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"((uint32_t)tile_b)
-                         : "memory");
+            mbar_expect_tx(b, (uint32_t)tile_b);
         __syncwarp();
         if (lane < MMV6B_CP)
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                             dst + (uint32_t)(lane * chunk)),
-                         "l"(src + lane * chunk), "r"((uint32_t)chunk), "r"(b)
-                         : "memory");
+            bulk_g2s(dst + (uint32_t)(lane * chunk), src + lane * chunk, (uint32_t)chunk, b);
     };
     /* the group's barrier (ids 1 .. G; 0 is __syncthreads') */
     auto group_sync = [&]() { asm volatile("bar.sync %0, %1;" ::"r"(1 + g), "r"(32 * ks) : "memory"); };
     if (wp == 0) {
         if (lane == 0) {
 #pragma unroll
-            for (int d = 0; d < DG; d++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * d) : "memory");
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            for (int d = 0; d < DG; d++) mbar_init<1>(bar0 + 8 * d);
+            mbar_init_fence();
         }
         __syncwarp();
 #pragma unroll
@@ -559,7 +557,7 @@ static __global__ void __launch_bounds__(32 * MMV6B_WARPS) k_mmv6b(mmv_args a) {
     }
     if (wp == 0 && lane == 0)
 #pragma unroll
-        for (int d = 0; d < DG; d++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar0 + 8 * d) : "memory");
+        for (int d = 0; d < DG; d++) mbar_inval(bar0 + 8 * d);
 }
 
 /* The instantiation for G groups of DG slots (1 <= G <= MMV6B_GMAX, DG 1 or 2). */
