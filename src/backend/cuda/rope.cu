@@ -69,17 +69,40 @@ typedef struct qkn_args {
  * their squares in that order; block_sum combines them in a fixed order, so
  * the result depends on hd alone. The normalised head goes through shared
  * memory so that thread j < n_rot/2 rotates the pair (j, j + n_rot/2) with
- * rope.cu's double-precision angle. */
+ * rope.cu's double-precision angle.
+ * The angles (double exp and sincos, ~1 us of dependent latency) and the
+ * norm weight are taken before the wait for the previous kernel: pos is
+ * written by batch_upload before the step, never by a kernel of it, and the
+ * weights are constants. The bits are the same. */
 __global__ void __launch_bounds__(QKN_THREADS) k_qk_norm_rope_store(qkn_args a) {
-    pdl_start();
     __shared__ float hs[QKN_MAX_HD];
     __shared__ float sh[32];
     const int t = blockIdx.y, hd = a.hd;
+    const int half = a.n_rot / 2;
+    const int32_t pos = a.pos[t];
+    float cs[QKN_PER / 2], sn[QKN_PER / 2]; /* pair j = threadIdx.x + e QKN_THREADS (n_rot / 2 <= 256) */
+#pragma unroll
+    for (int e = 0; e < QKN_PER / 2; e++) {
+        const int j = threadIdx.x + e * QKN_THREADS;
+        cs[e] = sn[e] = 0.0f;
+        if (j < half) {
+            double sd, cd;
+            sincos((double)pos * exp(-a.log_theta * (double)(2 * j) / (double)a.n_rot), &sd, &cd);
+            sn[e] = (float)sd, cs[e] = (float)cd;
+        }
+    }
     const bool is_q = (int)blockIdx.x < a.n_head;
     const int h = is_q ? (int)blockIdx.x : (int)blockIdx.x - a.n_head;
     const int64_t kv_dim = (int64_t)a.n_kv * hd;
     float *p = is_q ? a.q + t * a.q_tok_stride + h * a.q_head_stride : a.k + t * kv_dim + (int64_t)h * hd;
     const float *wn = is_q ? a.qw : a.kw;
+    float wr[QKN_PER];
+#pragma unroll
+    for (int e = 0; e < QKN_PER; e++) {
+        int i = threadIdx.x + e * QKN_THREADS;
+        wr[e] = i < hd ? wn[i] : 0.0f;
+    }
+    pdl_start();
     float r[QKN_PER];
 #pragma unroll
     for (int e = 0; e < QKN_PER; e++) {
@@ -94,15 +117,14 @@ __global__ void __launch_bounds__(QKN_THREADS) k_qk_norm_rope_store(qkn_args a) 
 #pragma unroll
     for (int e = 0; e < QKN_PER; e++) {
         int i = threadIdx.x + e * QKN_THREADS;
-        if (i < hd) hs[i] = r[e] * scale * wn[i];
+        if (i < hd) hs[i] = r[e] * scale * wr[e];
     }
     __syncthreads();
-    const int half = a.n_rot / 2;
-    const int32_t pos = a.pos[t];
-    for (int j = threadIdx.x; j < half; j += QKN_THREADS) {
-        double sd, cd;
-        sincos((double)pos * exp(-a.log_theta * (double)(2 * j) / (double)a.n_rot), &sd, &cd);
-        float s = (float)sd, c = (float)cd;
+#pragma unroll
+    for (int e = 0; e < QKN_PER / 2; e++) {
+        const int j = threadIdx.x + e * QKN_THREADS;
+        if (j >= half) break;
+        const float s = sn[e], c = cs[e];
         float x0 = hs[j], x1 = hs[j + half];
         hs[j] = x0 * c - x1 * s;
         hs[j + half] = x1 * c + x0 * s;
