@@ -157,8 +157,8 @@ __device__ __forceinline__ void am_block(float *bv, int *bi) {
     }
 }
 
-/* Launch contract: grid (T), block 1024; block t scans row t alone (the
- * default until the split kernel below has passed the gates on a GPU). */
+/* Launch contract: grid (T), block 1024; block t scans row t alone
+ * (MEMRA_ARGMAX_SPLIT=0; ~96 us for 248,320 logits on the H100, one SM). */
 __global__ void __launch_bounds__(1024) k_argmax1(const float *__restrict__ logits, int64_t n,
                                                   int32_t *__restrict__ out) {
     pdl_start();
@@ -223,17 +223,13 @@ __global__ void __launch_bounds__(AM_THREADS) k_argmax(const float *__restrict__
     }
 }
 
-/* The split kernel only under MEMRA_ARGMAX_SPLIT=1: it is compiled and
- * CPU-built but has not run on a GPU yet (session 19 had no device left;
- * bench/next_argmax_run.sh gates and times it). Once it
- * passes there, make it the default. */
+/* The split kernel unless MEMRA_ARGMAX_SPLIT=0 (the one-block k_argmax1).
+ * H100, 2026-12-06 (bench/results/2026-12-06-h100.md): decode 9b q4_k_m
+ * 301.6 / 299.2 -> 309.8 / 306.1 tok/s, 35b-a3b q4_k_m 398.5 / 398.5 ->
+ * 412.7 / 411.0 (two interleaved rounds); the gates' argmax rows exact. */
 static int argmax_split(void) {
     static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("MEMRA_ARGMAX_SPLIT");
-        on = e && strcmp(e, "1") == 0;
-    }
-    return on;
+    return env_on("MEMRA_ARGMAX_SPLIT", &on);
 }
 
 memra_status cuda_op_argmax(memra_backend *be, const float *logits, int64_t n, int64_t T, int32_t *out) {
