@@ -939,14 +939,18 @@ static memra_weight wrows(const wpair *w, int64_t r0, int64_t R) {
  * max |cpu|); the last row must equal a T = 1 run at T = 7 and a run of the
  * last 20 tokens at T = 37 (memcmp). */
 static int gate_fused_case(gate *g, const gate_model *m, const char *op, const char *label, int n,
-                           const mm_shape *s, uint32_t type, int swiglu, int with_norm) {
+                           const mm_shape *s, uint32_t type, int swiglu, int with_norm, unsigned q6_mask) {
     wpair w[4], nw = {0};
+    /* q6_mask: weight i is Q6_K where bit i is set (the Q4_K_M mix: the CUDA backend runs such a group on
+     * its side branch, matmul.cu) */
+    const char *tname = q6_mask ? "q4_k+q6_k" : memra_type_name(type);
     const memra_weight *wg[4];
     int n_out = swiglu ? 1 : n;
     float *hy[4] = {0}, *dy[4] = {0}, *dy1[4] = {0}, *y1 = NULL, *ref = NULL, *x = NULL, *xr = NULL, *dx = NULL;
     int rc = -1;
     for (int i = 0; i < n; i++) {
-        if (wpair_make(g, &w[i], s[i].name, type, s[i].in, s[i].out, 1)) return -1;
+        if (wpair_make(g, &w[i], s[i].name, (q6_mask >> i) & 1 ? MEMRA_TYPE_Q6_K : type, s[i].in, s[i].out, 1))
+            return -1;
         wg[i] = &w[i].g;
     }
     int64_t in = s[0].in;
@@ -985,7 +989,7 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
         memra_status st = swiglu ? g->gpu->ops->matmul_swiglu(g->gpu, wg[0], wg[1], dx, dy[0], T, gn)
                                  : g->gpu->ops->matmul_multi(g->gpu, n, wg, dy, dx, T, gn);
         if (st) {
-            gate_row(g, 1, op, m->name, label, memra_type_name(type), (long)T, NAN, 0, 0, gpu_msg(g));
+            gate_row(g, 1, op, m->name, label, tname, (long)T, NAN, 0, 0, gpu_msg(g));
             continue;
         }
         double e = 0.0;
@@ -1046,7 +1050,7 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
             }
             if (dxn2) g->gpu->ops->free(g->gpu, dxn2);
             free(h2);
-            gate_row(g, 1, op, m->name, label, memra_type_name(type), (long)T, same ? 0.0 : 1.0, 0, same,
+            gate_row(g, 1, op, m->name, label, tname, (long)T, same ? 0.0 : 1.0, 0, same,
                      "== rmsnorm, then matmul_multi (memcmp)");
         }
         /* the last row alone (T = 7: a T = 1 run) or among other tokens
@@ -1065,7 +1069,7 @@ static int gate_fused_case(gate *g, const gate_model *m, const char *op, const c
             note = !inv_ok ? "batch-variant" : T == 7 ? "T=1 == row 6 (memcmp)" : "prefill path, rows 17-36 alone: row 36 (memcmp)";
         }
         double tol = T >= GATE_TC_MIN_T ? GATE_TC_TOL : 1e-5;
-        gate_row(g, T == 1 || !inv_ok, op, m->name, label, memra_type_name(type), (long)T, e, tol,
+        gate_row(g, T == 1 || !inv_ok, op, m->name, label, tname, (long)T, e, tol,
                  passes(e, tol) && inv_ok, note);
     }
     rc = 0;
@@ -1101,20 +1105,27 @@ static int gate_fused_matmul(gate *g, const gate_model *m) {
     static const uint32_t types[] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q8_0, MEMRA_TYPE_BF16};
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         if (g->quick && k > 0) break;
-        if (gate_fused_case(g, m, "matmul_multi", "gdn qkv,z,beta,alpha", 4, gdn, types[k], 0, 0) ||
-            gate_fused_case(g, m, "matmul_multi", "attn q,k,v", 3, att, types[k], 0, 0) ||
-            gate_fused_case(g, m, "matmul_multi", "ffn gate,up", 2, ffn, types[k], 0, 0) ||
-            gate_fused_case(g, m, "matmul_swiglu", "ffn gate,up", 2, ffn, types[k], 1, 0) ||
-            gate_fused_case(g, m, "matmul_multi", "norm+gdn qkv,z,beta,alpha", 4, gdn, types[k], 0, 1) ||
-            gate_fused_case(g, m, "matmul_multi", "norm+attn q,k,v", 3, att, types[k], 0, 1) ||
-            gate_fused_case(g, m, "matmul_swiglu", "norm+ffn gate,up", 2, ffn, types[k], 1, 1))
+        if (gate_fused_case(g, m, "matmul_multi", "gdn qkv,z,beta,alpha", 4, gdn, types[k], 0, 0, 0) ||
+            gate_fused_case(g, m, "matmul_multi", "attn q,k,v", 3, att, types[k], 0, 0, 0) ||
+            gate_fused_case(g, m, "matmul_multi", "ffn gate,up", 2, ffn, types[k], 0, 0, 0) ||
+            gate_fused_case(g, m, "matmul_swiglu", "ffn gate,up", 2, ffn, types[k], 1, 0, 0) ||
+            gate_fused_case(g, m, "matmul_multi", "norm+gdn qkv,z,beta,alpha", 4, gdn, types[k], 0, 1, 0) ||
+            gate_fused_case(g, m, "matmul_multi", "norm+attn q,k,v", 3, att, types[k], 0, 1, 0) ||
+            gate_fused_case(g, m, "matmul_swiglu", "norm+ffn gate,up", 2, ffn, types[k], 1, 1, 0))
             return -1;
     }
+    /* the Q4_K_M mix: qkv of the GDN projections (half the layers) and v of attention are Q6_K */
+    if (gate_fused_case(g, m, "matmul_multi", "gdn qkv(q6_k),z,beta,alpha", 4, gdn, MEMRA_TYPE_Q4_K, 0, 0, 0x1) ||
+        gate_fused_case(g, m, "matmul_multi", "attn q,k,v(q6_k)", 3, att, MEMRA_TYPE_Q4_K, 0, 0, 0x4) ||
+        gate_fused_case(g, m, "matmul_multi", "norm+gdn qkv(q6_k),z,beta,alpha", 4, gdn, MEMRA_TYPE_Q4_K, 0, 1,
+                        0x1) ||
+        gate_fused_case(g, m, "matmul_multi", "norm+attn q,k,v(q6_k)", 3, att, MEMRA_TYPE_Q4_K, 0, 1, 0x4))
+        return -1;
     /* a MoE layer's post-attention norm with the router and the shared
      * expert's gate (F32), the normalised rows written out for the experts */
     const mm_shape router[2] = {{"ffn_gate_inp", H, m->n_expert}, {"ffn_gate_inp_shexp", H, 1}};
     if (m->n_expert &&
-        gate_fused_case(g, m, "matmul_multi", "norm(out)+router,shexp gate", 2, router, MEMRA_TYPE_F32, 0, 2))
+        gate_fused_case(g, m, "matmul_multi", "norm(out)+router,shexp gate", 2, router, MEMRA_TYPE_F32, 0, 2, 0))
         return -1;
     return 0;
 }

@@ -40,6 +40,10 @@ typedef struct cuda_impl {
     int device;
     int sm_count;
     cudaStream_t stream;
+    /* matmul.cu's side branch: a matmul_multi launch group that runs beside
+     * the stream's next launches (cuda_side_fork / cuda_side_join) */
+    cudaStream_t side;
+    cudaEvent_t fork_ev, join_ev;
     int capturing;  /* 1 between graph_begin and graph_end: no allocation, no host reads of batch data */
     void *ws;       /* workspace for multi-kernel ops (attention partials, gdn conv output) */
     size_t ws_bytes;
@@ -121,6 +125,15 @@ __host__ __device__ static inline const uint8_t *q4k_blk(const uint8_t *W, size_
 
 /* 1 when w (loaded by this backend) is stored tile-major. */
 int cuda_weight_tm(memra_backend *be, const memra_weight *w);
+
+/* The side stream (cuda.cu): work launched on cuda_impl.side after
+ * cuda_side_fork runs after what the stream had before, beside what the
+ * stream gets next (in a captured graph: a parallel branch);
+ * cuda_side_join makes the stream's later work wait for all of the side's.
+ * Every fork is joined before its op returns (a capture must not end with
+ * a branch open). */
+memra_status cuda_side_fork(memra_backend *be);
+memra_status cuda_side_join(memra_backend *be);
 
 /* Grows the workspace to at least `bytes` (never while capturing). */
 memra_status cuda_ws_reserve(memra_backend *be, size_t bytes);

@@ -309,6 +309,20 @@ static memra_status c_sync(memra_backend *be) {
     return cuda_check(be, cudaStreamSynchronize(cuda_of(be)->stream), "sync");
 }
 
+/* ---- the side stream (common.cuh) ---- */
+
+memra_status cuda_side_fork(memra_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    memra_status st = cuda_check(be, cudaEventRecord(c->fork_ev, c->stream), "side stream: fork");
+    return st ? st : cuda_check(be, cudaStreamWaitEvent(c->side, c->fork_ev, 0), "side stream: fork wait");
+}
+
+memra_status cuda_side_join(memra_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    memra_status st = cuda_check(be, cudaEventRecord(c->join_ev, c->side), "side stream: join");
+    return st ? st : cuda_check(be, cudaStreamWaitEvent(c->stream, c->join_ev, 0), "side stream: join wait");
+}
+
 /* ---- graph capture ---- */
 
 struct memra_graph {
@@ -383,6 +397,7 @@ static void c_destroy(memra_backend *be) {
             if (g) cudaGraphDestroy(g);
         }
         cudaStreamSynchronize(c->stream);
+        cudaStreamSynchronize(c->side);
         ws_free_retired(c);
         if (c->ws) cudaFree(c->ws);
         if (c->xs) cudaFree(c->xs);
@@ -390,6 +405,9 @@ static void c_destroy(memra_backend *be) {
         if (c->gdn_cnt) cudaFree(c->gdn_cnt);
         if (c->mq) cudaFree(c->mq);
         if (c->am) cudaFree(c->am);
+        cudaEventDestroy(c->fork_ev);
+        cudaEventDestroy(c->join_ev);
+        cudaStreamDestroy(c->side);
         cudaStreamDestroy(c->stream);
         free(c->tm);
         free(c);
@@ -478,6 +496,17 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
         free(c);
         return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: stream: %s", cudaGetErrorString(e));
     }
+    e = cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->fork_ev, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->join_ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        if (c->fork_ev) cudaEventDestroy(c->fork_ev);
+        if (c->side) cudaStreamDestroy(c->side);
+        cudaStreamDestroy(c->stream);
+        free(be);
+        free(c);
+        return memra_errorf(err, MEMRA_ERR_DEVICE, "cuda: side stream: %s", cudaGetErrorString(e));
+    }
     e = cudaMalloc((void **)&c->gdn_cnt, GDN_CNT_WORDS * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMemset(c->gdn_cnt, 0, GDN_CNT_WORDS * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->mq, CUDA_MQ_BYTES);
@@ -487,6 +516,9 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
         if (c->gdn_cnt) cudaFree(c->gdn_cnt);
         if (c->mq) cudaFree(c->mq);
         if (c->am) cudaFree(c->am);
+        cudaEventDestroy(c->fork_ev);
+        cudaEventDestroy(c->join_ev);
+        cudaStreamDestroy(c->side);
         cudaStreamDestroy(c->stream);
         free(be);
         free(c);

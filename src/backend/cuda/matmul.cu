@@ -234,6 +234,44 @@ static memra_status norm_to_ws(memra_backend *be, const memra_norm *norm, const 
     return cuda_op_rmsnorm(be, x, in, norm->w, *xn, in, in, T, norm->eps);
 }
 
+/* ---- the side branch ----
+ *
+ * What: in a T < 16 matmul_multi whose weights take more than one launch
+ * group, the fp16 Q6_K group (path 3, mmv6.cuh) runs on a second stream
+ * beside the others (the stream's prep + int8 matvec): forked from the
+ * stream before the call's first launch, joined back after its last, so in
+ * a captured graph it is a parallel branch. Where: the Q4_K_M files' GDN
+ * input projections (qkv Q6_K in half the layers; z, beta, alpha Q4_K) and
+ * attention projections (v Q6_K; q, k Q4_K).
+ * Why: the groups read the same x and write disjoint outputs, yet on one
+ * stream the second waits for the first to complete; each is a small,
+ * latency-bound launch (~6 us of fixed cost, bench/results/2026-12-03g-h200.md
+ * section 3), so side by side their fixed costs overlap. H100, decode tok/s,
+ * two interleaved rounds (bench/results/2026-12-06-h100.md): 9b q4_k_m
+ * 309.8 / 306.1 -> 315.7 / 315.4 (+2.5%), 35b-a3b q4_k_m 412.7 / 411.0 ->
+ * 426.6 / 423.7 (+3.2%); logits memcmp-equal (memra eval, 70 tokens).
+ * Bits: the same kernels on the same data; only start times move. Only
+ * when every group is a tensor-core matvec (paths 1 and 3, which take the
+ * norm in their kernels, so x is never the workspace): mmv6's decode
+ * kernels use no global scratch, the stream's groups cuda_impl.mq only, so
+ * the branches share nothing but x.
+ * MEMRA_FORK=0 keeps every group on the stream (A/B). */
+static int side_branch(const int *fused, int n, int64_t T) {
+    static int on = -1;
+    if (T >= MM_TC_MIN_T || !env_on("MEMRA_FORK", &on)) return 0;
+    int side = 0, other = 0;
+    for (int i = 0; i < n; i++) {
+        if (fused[i] != 1 && fused[i] != 3) return 0; /* others may read the workspace (norm_to_ws) */
+        if (fused[i] == 3) side = 1;
+        else other = 1;
+    }
+    return side && other;
+}
+
+static memra_status multi_groups(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
+                                 const float *x, int64_t T, const memra_norm *norm, int *fused, const int *tm,
+                                 int only);
+
 /* y_i = W_i x: at T < 16 one launch per distinct type and path (all
  * weights of a type in one grid: mmv for the tensor-core types, k_matvec_multi
  * for the rest); T >= 16 as cuda_op_matmul. Each row gets cuda_op_matmul's
@@ -276,8 +314,28 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
         if ((nst = norm_to_ws(be, norm, x, w[0]->ne[0], T, 0, &xn))) return nst;
         x = xn, norm = NULL;
     }
+    /* the fp16 Q6_K groups beside the others (side_branch) */
+    const int fork = side_branch(fused, n, T);
+    memra_status st = fork ? cuda_side_fork(be) : MEMRA_OK;
+    for (int pass = 0; !st && pass < 1 + fork; pass++)
+        st = multi_groups(be, n, w, y, x, T, norm, fused, tm, fork ? pass + 1 : 0);
+    if (fork) {
+        memra_status sj = cuda_side_join(be); /* always: a capture must not end with the branch open */
+        if (!st) st = sj;
+    }
+    return st;
+}
+
+/* The launches of matmul_multi's groups (fused[] as it sets them; a group's
+ * first weight takes the others of its path, type and layout, which become
+ * -1). only: 0 every group on the stream, 1 all but the side branch's (path
+ * 3), 2 only those, on the side stream. */
+static memra_status multi_groups(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
+                                 const float *x, int64_t T, const memra_norm *norm, int *fused, const int *tm,
+                                 int only) {
     for (int i = 0; i < n; i++) {
         if (fused[i] < 0) continue; /* launched with an earlier weight of its type */
+        if (only && (fused[i] == 3) != (only == 2)) continue;
         if (!fused[i]) {
             memra_status st = cuda_op_matmul(be, w[i], x, y[i], T, 0);
             if (st) return st;
@@ -299,7 +357,13 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
             mmv_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
             a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T, a.tm = tm[i];
-            st = tc_run(be, path, &a, m, norm);
+            if (only == 2) { /* side_branch: mmv6 at T < 16, which needs no scratch */
+                if (norm) a.nw = (const float *)norm->w->data, a.eps = norm->eps;
+                mmv6_launch(a, m, cuda_of(be)->side);
+                st = CUDA_LAUNCHED(be, "matmul_multi: mmv6 (side)");
+            } else {
+                st = tc_run(be, path, &a, m, norm);
+            }
         } else {
             mv_multi_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
