@@ -14,7 +14,8 @@ for z in glob.glob('.bin/*.xz'):
 B=.bin/memra
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 for gm in 27b 0.8b; do
-  timeout 40 $B gate kernels --model $gm --seed 161 >>$OUT/gk.log 2>&1; echo "gate kernels $gm rc=$? t=$(( $(date +%s) - T0 ))"
+  timeout 40 $B gate kernels --model $gm --seed 161 >>$OUT/gk.log 2>&1
+  echo "gate kernels $gm rc=$? t=$(( $(date +%s) - T0 ))"
 done
 grep -E "passed|FAIL" $OUT/gk.log
 SKIP_BUILD=1 SKIP_GATE=1 BUILD=.bin TIME_BUDGET=250 VOCAB=tests/data/tiny-dense.bf16.gguf \
