@@ -153,29 +153,31 @@ extern "C" int memra_backend_cuda_prefill_matvec(memra_backend *be, uint32_t typ
 
 /* A tensor-core matvec launch (path 1: mmv.cuh / mmvq.cuh, Q4_K; path 3:
  * mmv6.cuh, Q6_K; path 5: mmvq.cuh, Q6_K, T < 16) of the n
- * weights in a, with the input norm when given. */
-static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm) {
+ * weights in a, with the input norm when given, on stream st (the
+ * backend's, or its side stream for matmul_multi's side branch). */
+static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm,
+                           cudaStream_t st) {
     if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
     if (a->T >= MM_TC_MIN_T) {
         const uint32_t td = path == 3 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
-        memra_status st = cuda_xs_reserve(be, mmvg_ws_bytes(td, a->T, a->in));
-        if (st) return st;
-        mmvg_launch(*a, n, path, cuda_of(be)->xs, cuda_of(be)->stream);
+        memra_status rs = cuda_xs_reserve(be, mmvg_ws_bytes(td, a->T, a->in));
+        if (rs) return rs;
+        mmvg_launch(*a, n, path, cuda_of(be)->xs, st);
         return CUDA_LAUNCHED(be, "matmul: mmvg");
     }
     if (path == 3) {
-        mmv6_launch(*a, n, cuda_of(be)->stream);
+        mmv6_launch(*a, n, st);
         return CUDA_LAUNCHED(be, "matmul: mmv6");
     }
     mmv_blocks(a, n);
     if (path == 5)
-        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q6_K, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
+        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q6_K, *a, cuda_of(be)->mq, st, cuda_sm90),
                           "matmul: mmvq q6_k");
     static int q_on = -1;
     if (env_on("MEMRA_MMVQ", &q_on) && mmvq_fits(a->T, a->in))
-        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q4_K, *a, cuda_of(be)->mq, cuda_of(be)->stream, cuda_sm90),
+        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q4_K, *a, cuda_of(be)->mq, st, cuda_sm90),
                           "matmul: mmvq");
-    mmv_launch(*a, cuda_of(be)->stream);
+    mmv_launch(*a, st);
     return CUDA_LAUNCHED(be, "matmul: mmv");
 }
 
@@ -192,7 +194,7 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
         a.x = x;
         a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
         a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate, a.tm = cuda_weight_tm(be, w);
-        return tc_run(be, path, &a, 1, NULL);
+        return tc_run(be, path, &a, 1, NULL, cuda_of(be)->stream);
     }
     mv_multi_args a = {};
     a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
@@ -357,13 +359,7 @@ static memra_status multi_groups(memra_backend *be, int n, const memra_weight *c
             mmv_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
             a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T, a.tm = tm[i];
-            if (only == 2) { /* side_branch: mmv6 at T < 16, which needs no scratch */
-                if (norm) a.nw = (const float *)norm->w->data, a.eps = norm->eps;
-                mmv6_launch(a, m, cuda_of(be)->side);
-                st = CUDA_LAUNCHED(be, "matmul_multi: mmv6 (side)");
-            } else {
-                st = tc_run(be, path, &a, m, norm);
-            }
+            st = tc_run(be, path, &a, m, norm, only == 2 ? cuda_of(be)->side : cuda_of(be)->stream);
         } else {
             mv_multi_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
@@ -406,7 +402,7 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
         a.n_out[0] = a.n_out[1] = n, a.y[0] = out;
         a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1, a.tm = tm;
-        return tc_run(be, path, &a, 1, norm);
+        return tc_run(be, path, &a, 1, norm, cuda_of(be)->stream);
     }
     float *xn = NULL;
     if (norm) { /* the other paths: the xn rows first in the workspace, then room for the g and u rows */
