@@ -702,8 +702,7 @@ static int gate_small_ops(gate *g, const gate_model *m) {
         GTRY(g, gdown(g, ig, di, (size_t)R * 4));
         int ok = !memcmp(ic, ig, (size_t)R * 4);
         gate_row(g, 1, "argmax", m->name, odd == 2 ? "1001, 70 rows" : odd ? "vocab-3, NaN, -inf" : "vocab 248320, tie",
-                 "F32", (long)R,
-                 ok ? 0.0 : 1.0, 0, ok, "exact ids");
+                 "F32", (long)R, ok ? 0.0 : 1.0, 0, ok, "exact ids");
         g->gpu->ops->free(g->gpu, di);
         buf_free(g, &l);
     }

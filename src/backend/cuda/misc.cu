@@ -1,7 +1,5 @@
 /* Small ops: embed, add, add_sigmoid_scaled, swiglu, argmax. */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend/cuda/ops.cuh"
 #include "backend/cuda/quant.cuh"
