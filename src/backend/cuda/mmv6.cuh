@@ -217,10 +217,8 @@ template <int NG>
 __global__ void __launch_bounds__(32 * MMV_KS_MAX) k_mmv6(mmv_args a) {
     extern __shared__ __align__(16) __half mmv6_sh[];
     __shared__ float ninv[MMV_MAX_T];
-    pdl_start();
     const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
-    if (a.nw) block_inv_rms(a.x, a.in, a.T, a.eps, ninv);
     const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
     const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * 16, nrow = a.n_out[wi];
     const int nsb = (int)(a.in / 256);
@@ -236,10 +234,14 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX) k_mmv6(mmv_args a) {
 #pragma unroll
     for (int g = 0; g < NG; g++) acc[g][0] = acc[g][1] = 0.0f;
     mmv6_raw cur[2], nxt[2];
+    /* the first super-block's weights are requested before the wait: constants of the step, so they load while
+     * the kernel before this one (or its norm's input) finishes */
     if (sb0 < sb1) {
 #pragma unroll
         for (int r = 0; r < 2; r++) mmv6_load(cur[r], rows[r] + (int64_t)sb0 * 210, tig, (sb0 & 1) == 0);
     }
+    pdl_start();
+    if (a.nw) block_inv_rms(a.x, a.in, a.T, a.eps, ninv);
 #pragma unroll 1
     for (int sb = sb0; sb < sb1; sb++) {
         if (sb + 1 < sb1) {

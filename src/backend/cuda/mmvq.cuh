@@ -663,7 +663,18 @@ static inline void mmvq_blocks1(mmv_args *a) {
  * 16,384 or more, 27b's ffn_down {17408, 5120}: 24.9 against 28.5 us),
  * else 2 (D = 4 lost 5-10% at 4-6 super-blocks a warp). TL = 2 keeps 2:
  * unmeasured, and its slots are twice as large. */
-static inline int mmvq_tm_d(int nsb, int ks, int tl) { return tl == 1 && nsb / ks >= 8 ? 4 : MMVQ_TM_D; }
+static inline int mmvq_tm_d(int nsb, int ks, int tl) {
+    /* MEMRA_TM_D=2 or 4: that depth for every TL = 1 launch (a timing switch, the same bits). H100, decode
+     * tok/s at depth 0, two rounds (bench/results/2026-12-06b-h100.md): 9b q4_k_m 316.9 / 317.2 with this rule,
+     * 311.0 / 310.8 at D = 4 everywhere; 35b-a3b 433.1 / 428.1 and 411.6 / 412.0 (D = 3: 427-428, not kept). */
+    static int over = -1;
+    if (over < 0) {
+        const char *e = getenv("MEMRA_TM_D");
+        over = e && (!strcmp(e, "2") || !strcmp(e, "4")) ? atoi(e) : 0;
+    }
+    if (tl != 1) return MMVQ_TM_D;
+    return over ? over : nsb / ks >= 8 ? 4 : MMVQ_TM_D;
+}
 
 /* Bytes of one warp's ring, and k_mmvq_tm's dynamic shared memory: the
  * rings, then mmvq_finish's partials (apart: a warp may still read its ring
@@ -809,11 +820,13 @@ template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
     if constexpr (TYPE == MEMRA_TYPE_Q4_K) {
         if (a.tm) {
-            if constexpr (TL == 1)
-                if (mmvq_tm_d((int)(a.in / 256), ks, TL) == 4)
+            if constexpr (TL == 1) {
+                const int d = mmvq_tm_d((int)(a.in / 256), ks, TL);
+                if (d == 4)
                     return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, 4>>(a, buf, s, ks, pdl,
                                                                      mmvq_tm_smem_bytes(4, NP, TL, ks),
                                                                      mmvq_tm_smem_bytes(4, NP, TL, MMV_KS_MAX));
+            }
             return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D>>(a, buf, s, ks, pdl,
                                                                      mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, ks),
                                                                      mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, MMV_KS_MAX));
