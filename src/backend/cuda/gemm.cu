@@ -1051,7 +1051,9 @@ static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t 
  * 2 (i / 16) + {0, 1} x rows 2 (i % 16) + {0, 1}, each output one fmaf chain
  * over the columns in order (so a token's result depends on its own x and
  * the row length only). Tiles of 32 columns of x and W pass through shared
- * memory transposed (column-major, row stride 34). */
+ * memory transposed (column-major, row stride 34), the next tile's loads in
+ * flight while this one is multiplied (35B-A3B prefill 512 +1.6% on the
+ * H100, bench/results/2026-12-06b-h100.md). */
 __global__ void __launch_bounds__(256) k_sgemm_f32(const float *__restrict__ W, int64_t in, int64_t n_out,
                                                    const float *__restrict__ x, float *__restrict__ y, int64_t T,
                                                    int accumulate) {
@@ -1063,9 +1065,14 @@ __global__ void __launch_bounds__(256) k_sgemm_f32(const float *__restrict__ W, 
     const bool xok = t0 + lr < T, wok = r0 + lr < n_out;
     const float *xr = x + (xok ? t0 + lr : 0) * in + lc, *wr = W + (wok ? r0 + lr : 0) * in + lc;
     float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float4 xn = xok ? __ldg((const float4 *)xr) : z, wn = wok ? __ldg((const float4 *)wr) : z;
     for (int64_t k0 = 0; k0 < in; k0 += 32) {
-        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const float4 xv = xok ? __ldg((const float4 *)(xr + k0)) : z, wv = wok ? __ldg((const float4 *)(wr + k0)) : z;
+        const float4 xv = xn, wv = wn;
+        if (k0 + 32 < in) {
+            xn = xok ? __ldg((const float4 *)(xr + k0 + 32)) : z;
+            wn = wok ? __ldg((const float4 *)(wr + k0 + 32)) : z;
+        }
         __syncthreads(); /* the previous tile's readers */
         xs[(lc + 0) * 34 + lr] = xv.x, xs[(lc + 1) * 34 + lr] = xv.y;
         xs[(lc + 2) * 34 + lr] = xv.z, xs[(lc + 3) * 34 + lr] = xv.w;
@@ -1092,14 +1099,37 @@ __global__ void __launch_bounds__(256) k_sgemm_f32(const float *__restrict__ W, 
         }
 }
 
-/* n_out <= G_MV_MAX_ROWS: matmul.cu's matvec (matvec.cuh) with 16 tokens per block */
+/* The narrow path's tokens per block NT (1, 2, 4, 8 or 16): the largest whose grid still has 4 blocks per SM.
+ * launch_multi_type's NT = 16 for T >= 16 made a few rows times many tokens a handful of long warps: the GDN
+ * beta / alpha rows (32 x {4096} Q8_0, 9B) took 121 us a launch at T = 512 (8 x 32 blocks) and as long at T =
+ * 16, the 35B-A3B shared-expert gate (1 x {2048} F32) 62 us (ncu, bench/results/2026-12-06b-h100.md). NT moves
+ * no bits: a row of a T-token product is the row computed with T = 1 (matvec.cuh). */
+template <int TYPE, int NT>
+static bool narrow_fills(int64_t n_out, int64_t T, int sms) {
+    typedef mv_config<TYPE, NT> C;
+    const int64_t r = NT > 1 && C::R > 1 ? C::R : 1; /* launch_matvec_multi_tm's R at these row counts */
+    const int64_t bx = (n_out + C::WARPS * r - 1) / (C::WARPS * r), by = (T + NT - 1) / NT;
+    return by <= 65535 && bx * by >= 4 * (int64_t)sms;
+}
+
+/* n_out <= G_MV_MAX_ROWS: matmul.cu's matvec (matvec.cuh), NT tokens per block (narrow_fills) */
 template <int TYPE>
 static cudaError_t launch_narrow(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x, float *y,
-                                 int64_t T, int accumulate, cudaStream_t s, int tm) {
+                                 int64_t T, int accumulate, cudaStream_t s, int tm, int sms) {
     mv_multi_args a = {};
     a.W[0] = W, a.n_out[0] = n_out, a.y[0] = y;
     a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate, a.tm = tm;
-    launch_multi_type<TYPE>(a, 1, false, x, s);
+    /* the next smaller NT when this one does not fill the device, unless that one's grid would pass 65,535 */
+    if (narrow_fills<TYPE, 16>(n_out, T, sms) || (T + 7) / 8 > 65535)
+        launch_matvec_multi<TYPE, 16>(a, 1, false, x, s);
+    else if (narrow_fills<TYPE, 8>(n_out, T, sms) || (T + 3) / 4 > 65535)
+        launch_matvec_multi<TYPE, 8>(a, 1, false, x, s);
+    else if (narrow_fills<TYPE, 4>(n_out, T, sms) || (T + 1) / 2 > 65535)
+        launch_matvec_multi<TYPE, 4>(a, 1, false, x, s);
+    else if (narrow_fills<TYPE, 2>(n_out, T, sms) || T > 65535)
+        launch_matvec_multi<TYPE, 2>(a, 1, false, x, s);
+    else
+        launch_matvec_multi<TYPE, 1>(a, 1, false, x, s);
     return cudaSuccess;
 }
 
@@ -1248,7 +1278,7 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     switch (w->type) {
 #define TC_CASE(TY)                                                                                  \
     case TY:                                                                                         \
-        e = narrow ? launch_narrow<TY>(W, rb, in, n_out, x, y, T, accumulate, s, tm)                     \
+        e = narrow ? launch_narrow<TY>(W, rb, in, n_out, x, y, T, accumulate, s, tm, cuda_of(be)->sm_count) \
                    : launch_gemm<TY, g_w_parts<TY>()>(W, rb, in, n_out, x, xs, y, T, accumulate, s, tm); \
         break;
         CUDA_FOR_EACH_TYPE(TC_CASE)
