@@ -384,6 +384,10 @@ __global__ void __launch_bounds__(256) k_att_combine(att_args a) {
 #define ATT_PF_ROWS 64 /* query rows per block */
 #define ATT_PF_LD 68   /* row stride (floats) of the transposed tiles: 16-byte aligned, banks shifted */
 #define ATT_PF_ZB 16   /* blocks per tile along the splits (each walks sp = z, z + 16, ...) */
+/* q elements a thread loads before it stores them. The tile copies (q, K, V) used to store each element as
+ * it came, one L2 round trip after another; loaded in batches first, prefill 8192 went +6.4% (9b q8_0) and
+ * +7.3% (35b-a3b, with k_sgemm_f32's new layout) on the H100 (bench/results/2026-12-06b-h100.md). */
+#define ATT_PF_LB 16
 
 static size_t att_pf_smem(int hd) {
     const size_t kv = (size_t)hd * ATT_PF_LD > (size_t)ATT_SPLIT * hd ? (size_t)hd * ATT_PF_LD : (size_t)ATT_SPLIT * hd;
@@ -426,20 +430,36 @@ __global__ void __launch_bounds__(256, 1) k_att_pf(att_args a, int Tc) {
         done |= in;
         const int64_t slot_base = (int64_t)a.slot[seq] * a.n_ctx * kv_dim + (int64_t)kvh * HD;
         __syncthreads(); /* the previous pass's readers of qt */
-        for (int i = tid; i < ATT_PF_ROWS * HD; i += 256) {
-            const int r = i / HD, d = i % HD, tt = r / G;
-            float v = 0.0f;
-            if (in >> tt & 1)
-                v = a.q[(int64_t)(t0 + tt) * a.q_tok_stride + (int64_t)(kvh * G + r % G) * a.q_head_stride + d];
-            qt[d * ATT_PF_LD + r] = v;
+        /* the tile copies load ATT_PF_LB elements a thread before they store any (one L2 round trip each) */
+        for (int i0 = tid; i0 < ATT_PF_ROWS * HD; i0 += 256 * ATT_PF_LB) {
+            float v[ATT_PF_LB];
+#pragma unroll
+            for (int u = 0; u < ATT_PF_LB; u++) {
+                const int i = i0 + 256 * u, r = i / HD, d = i % HD, tt = r / G;
+                v[u] = in >> tt & 1
+                           ? a.q[(int64_t)(t0 + tt) * a.q_tok_stride + (int64_t)(kvh * G + r % G) * a.q_head_stride + d]
+                           : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < ATT_PF_LB; u++) {
+                const int i = i0 + 256 * u;
+                qt[(i % HD) * ATT_PF_LD + i / HD] = v[u];
+            }
         }
         for (int sp = blockIdx.z; sp * ATT_SPLIT <= pmax; sp += gridDim.z) {
             const int s0 = sp * ATT_SPLIT, nsm = min(ATT_SPLIT, pmax + 1 - s0);
             const float *kb = a.kc + slot_base + (int64_t)s0 * kv_dim, *vb = a.vc + slot_base + (int64_t)s0 * kv_dim;
+            float kr[ATT_SPLIT * HD / 256]; /* this thread's K elements, loaded before the barrier */
+#pragma unroll
+            for (int u = 0; u < ATT_SPLIT * HD / 256; u++) {
+                const int i = tid + 256 * u, j = i / HD, d = i % HD;
+                kr[u] = j < nsm ? kb[(int64_t)j * kv_dim + d] : 0.0f;
+            }
             __syncthreads(); /* the previous split's readers of kv, pr */
-            for (int i = tid; i < ATT_SPLIT * HD; i += 256) {
-                const int j = i / HD, d = i % HD;
-                kv[d * ATT_PF_LD + j] = j < nsm ? kb[(int64_t)j * kv_dim + d] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < ATT_SPLIT * HD / 256; u++) {
+                const int i = tid + 256 * u;
+                kv[(i % HD) * ATT_PF_LD + i / HD] = kr[u];
             }
             __syncthreads();
             /* scores */
@@ -491,13 +511,17 @@ __global__ void __launch_bounds__(256, 1) k_att_pf(att_args a, int Tc) {
                 l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
                 if (q == 0) st_m[row] = m, st_l[row] = l;
             }
-            /* V replaces K^T */
-            __syncthreads();
-            for (int i = tid; i < ATT_SPLIT * HD / 4; i += 256) {
-                const int j = i / (HD / 4), d4 = i % (HD / 4);
-                ((float4 *)kv)[i] = j < nsm ? *(const float4 *)(vb + (int64_t)j * kv_dim + 4 * d4)
-                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            /* V replaces K^T (its loads issued before the barrier) */
+            float4 vr[ATT_SPLIT * HD / 1024];
+#pragma unroll
+            for (int u = 0; u < ATT_SPLIT * HD / 1024; u++) {
+                const int i = tid + 256 * u, j = i / (HD / 4), d4 = i % (HD / 4);
+                vr[u] = j < nsm ? *(const float4 *)(vb + (int64_t)j * kv_dim + 4 * d4)
+                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
+            __syncthreads();
+#pragma unroll
+            for (int u = 0; u < ATT_SPLIT * HD / 1024; u++) ((float4 *)kv)[tid + 256 * u] = vr[u];
             __syncthreads();
             float o[4][ND][4];
 #pragma unroll

@@ -1046,53 +1046,78 @@ static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t 
     return launch_gemm_tm<TYPE, NW, false>(W, rb, in, n_out, x, xscale, y, T, accumulate, s);
 }
 
-/* Launch contract: grid (ceil(T / 32), ceil(n_out / 32)), block 256; F32
+/* Launch contract: grid (ceil(T / 32), ceil(n_out / 32)), block 128; F32
  * weights, in % 32 == 0. A 32 x 32 tile of y a block; thread i owns tokens
- * 2 (i / 16) + {0, 1} x rows 2 (i % 16) + {0, 1}, each output one fmaf chain
- * over the columns in order (so a token's result depends on its own x and
- * the row length only). Tiles of 32 columns of x and W pass through shared
- * memory transposed (column-major, row stride 34), the next tile's loads in
- * flight while this one is multiplied (35B-A3B prefill 512 +1.6% on the
- * H100, bench/results/2026-12-06b-h100.md). */
-__global__ void __launch_bounds__(256) k_sgemm_f32(const float *__restrict__ W, int64_t in, int64_t n_out,
+ * 2 (i / 8) + {0, 1} x rows 4 (i % 8) + {0, .., 3}, each output one fmaf
+ * chain over the columns in order (so a token's result depends on its own x
+ * and the row length only). Tiles of 32 columns of x and W pass through
+ * shared memory transposed (column-major, row stride 36), the next tile's
+ * loads in flight while this one is multiplied.
+ * It was 256 threads of 2 x 2 outputs (8 bytes of shared loads per fmaf,
+ * now 3). H100, 35B-A3B prefill 512 (bench/results/2026-12-06b-h100.md):
+ * the loads in flight +1.6%; then this layout together with k_att_pf's
+ * batched tile loads (attention.cu) +2.5%, not timed apart. */
+__global__ void __launch_bounds__(128) k_sgemm_f32(const float *__restrict__ W, int64_t in, int64_t n_out,
                                                    const float *__restrict__ x, float *__restrict__ y, int64_t T,
                                                    int accumulate) {
-    __shared__ __align__(16) float xs[32 * 34], ws[32 * 34];
+    __shared__ __align__(16) float xs[32 * 36], ws[32 * 36];
     pdl_start();
-    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int tid = threadIdx.x, tx = tid & 7, ty = tid >> 3;
     const int64_t t0 = (int64_t)blockIdx.x * 32, r0 = (int64_t)blockIdx.y * 32;
-    const int lr = tid >> 3, lc = 4 * (tid & 7); /* loader: token / row lr, columns lc .. lc + 3 */
-    const bool xok = t0 + lr < T, wok = r0 + lr < n_out;
-    const float *xr = x + (xok ? t0 + lr : 0) * in + lc, *wr = W + (wok ? r0 + lr : 0) * in + lc;
-    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    /* loader: token / row lr and lr + 16, columns lc .. lc + 3 */
+    const int lr = tid >> 3, lc = 4 * (tid & 7);
     const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    float4 xn = xok ? __ldg((const float4 *)xr) : z, wn = wok ? __ldg((const float4 *)wr) : z;
+    const float *xr[2], *wr[2];
+    bool xok[2], wok[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        xok[h] = t0 + lr + 16 * h < T, wok[h] = r0 + lr + 16 * h < n_out;
+        xr[h] = x + (xok[h] ? t0 + lr + 16 * h : 0) * in + lc, wr[h] = W + (wok[h] ? r0 + lr + 16 * h : 0) * in + lc;
+    }
+    float acc[2][4] = {};
+    float4 xn[2], wn[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        xn[h] = xok[h] ? __ldg((const float4 *)xr[h]) : z, wn[h] = wok[h] ? __ldg((const float4 *)wr[h]) : z;
     for (int64_t k0 = 0; k0 < in; k0 += 32) {
-        const float4 xv = xn, wv = wn;
-        if (k0 + 32 < in) {
-            xn = xok ? __ldg((const float4 *)(xr + k0 + 32)) : z;
-            wn = wok ? __ldg((const float4 *)(wr + k0 + 32)) : z;
+        float4 xv[2], wv[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            xv[h] = xn[h], wv[h] = wn[h];
+            if (k0 + 32 < in) {
+                xn[h] = xok[h] ? __ldg((const float4 *)(xr[h] + k0 + 32)) : z;
+                wn[h] = wok[h] ? __ldg((const float4 *)(wr[h] + k0 + 32)) : z;
+            }
         }
         __syncthreads(); /* the previous tile's readers */
-        xs[(lc + 0) * 34 + lr] = xv.x, xs[(lc + 1) * 34 + lr] = xv.y;
-        xs[(lc + 2) * 34 + lr] = xv.z, xs[(lc + 3) * 34 + lr] = xv.w;
-        ws[(lc + 0) * 34 + lr] = wv.x, ws[(lc + 1) * 34 + lr] = wv.y;
-        ws[(lc + 2) * 34 + lr] = wv.z, ws[(lc + 3) * 34 + lr] = wv.w;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int c = lr + 16 * h;
+            xs[(lc + 0) * 36 + c] = xv[h].x, xs[(lc + 1) * 36 + c] = xv[h].y;
+            xs[(lc + 2) * 36 + c] = xv[h].z, xs[(lc + 3) * 36 + c] = xv[h].w;
+            ws[(lc + 0) * 36 + c] = wv[h].x, ws[(lc + 1) * 36 + c] = wv[h].y;
+            ws[(lc + 2) * 36 + c] = wv[h].z, ws[(lc + 3) * 36 + c] = wv[h].w;
+        }
         __syncthreads();
 #pragma unroll 8
         for (int k = 0; k < 32; k++) {
-            const float2 a = *(const float2 *)(xs + k * 34 + 2 * ty), b = *(const float2 *)(ws + k * 34 + 2 * tx);
+            const float2 a = *(const float2 *)(xs + k * 36 + 2 * ty);
+            const float4 b = *(const float4 *)(ws + k * 36 + 4 * tx);
             acc[0][0] = fmaf(a.x, b.x, acc[0][0]);
             acc[0][1] = fmaf(a.x, b.y, acc[0][1]);
+            acc[0][2] = fmaf(a.x, b.z, acc[0][2]);
+            acc[0][3] = fmaf(a.x, b.w, acc[0][3]);
             acc[1][0] = fmaf(a.y, b.x, acc[1][0]);
             acc[1][1] = fmaf(a.y, b.y, acc[1][1]);
+            acc[1][2] = fmaf(a.y, b.z, acc[1][2]);
+            acc[1][3] = fmaf(a.y, b.w, acc[1][3]);
         }
     }
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            const int64_t t = t0 + 2 * ty + i, o = r0 + 2 * tx + j;
+        for (int j = 0; j < 4; j++) {
+            const int64_t t = t0 + 2 * ty + i, o = r0 + 4 * tx + j;
             if (t >= T || o >= n_out) continue;
             float *yp = y + t * n_out + o;
             *yp = accumulate ? *yp + acc[i][j] : acc[i][j];
@@ -1252,7 +1277,7 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
     const bool narrow = n_out <= G_MV_MAX_ROWS;
     const int tm = cuda_weight_tm(be, w);
     if (narrow && w->type == MEMRA_TYPE_F32 && n_out > G_MV_MAX_ROWS_F32) {
-        cuda_launch(k_sgemm_f32, dim3((unsigned)((T + 31) / 32), (unsigned)((n_out + 31) / 32)), 256, 0, s,
+        cuda_launch(k_sgemm_f32, dim3((unsigned)((T + 31) / 32), (unsigned)((n_out + 31) / 32)), 128, 0, s,
                     (const float *)w->data, in, n_out, x, y, T, accumulate);
         return CUDA_LAUNCHED(be, "gemm f32");
     }
