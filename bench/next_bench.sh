@@ -1,8 +1,8 @@
 #!/bin/bash
-# NOT RUN (session 20 had too little device time left to start a machine): the tree of 2026-12-06 (split
-# argmax and the side branch on by default): `memra gate kernels` on the 27b and 0.8b shapes (run 1 of
-# bench/results/2026-12-06-h100.md did 9b and 35b-a3b), then the four files through bench/run_gpu.sh. One call,
-# ~2.5 min; copy $OUT/result.md and the logs to bench/results/.
+# Written in session 20, run in session 21 (run 1 of bench/results/2026-12-06b-h100.md, whose script strips
+# the decompression lines below and calls this): the tree of 2026-12-06 (split argmax and the side branch on by
+# default): `memra gate kernels` on the 27b and 0.8b shapes (run 1 of bench/results/2026-12-06-h100.md did 9b and
+# 35b-a3b), then the four files through bench/run_gpu.sh. One call, ~1 min on the H100.
 # Binary: .bin/memra.xz (make -j2 BUILD=build-dev CUDA_ARCH=sm_90a DEPS=.deps, stripped).
 set -u
 T0=$(date +%s)

@@ -1055,8 +1055,8 @@ static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t 
  * loads in flight while this one is multiplied.
  * It was 256 threads of 2 x 2 outputs (8 bytes of shared loads per fmaf,
  * now 3). H100, 35B-A3B prefill 512 (bench/results/2026-12-06b-h100.md):
- * the loads in flight +1.6%; then this layout together with k_att_pf's
- * batched tile loads (attention.cu) +2.5%, not timed apart. */
+ * the loads in flight +1.7%; then this layout together with k_att_pf's
+ * batched tile loads (attention.cu) +2.6%, not timed apart. */
 __global__ void __launch_bounds__(128) k_sgemm_f32(const float *__restrict__ W, int64_t in, int64_t n_out,
                                                    const float *__restrict__ x, float *__restrict__ y, int64_t T,
                                                    int accumulate) {
