@@ -17,7 +17,8 @@
 # A short table is printed last.
 #
 # Steps can be skipped or split across calls (one command has 10 minutes):
-#   SKIP_BUILD=1         use the existing $BUILD/memra
+#   SKIP_BUILD=1         use the existing $BUILD/memra ($BUILD/memra.xz or .gz is unpacked first, and so
+#                        are the .xz / .gz files of the FIXTURES folders)
 #   SKIP_GATE=1          no gates at all;  SKIP_KERNELS=1 / SKIP_MODEL_GATE=1: one of them
 #   MODELS="9b:q8_0 27b:q4_k_m"   PRESET:TYPE list (default: 9b:q8_0 9b:q4_k_m 27b:q4_k_m
 #                        35b-a3b:q4_k_m); MODELS="" benchmarks nothing
@@ -70,6 +71,24 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
         exit 1
     fi
 fi
+# A binary or fixtures carried compressed (the device tool's 64 MiB carry limit: `xz` on the dev machine) are
+# unpacked here: $BIN.xz or $BIN.gz, and the .xz / .gz files of the FIXTURES folders.
+unpack() {
+    local z
+    for z in "$@"; do
+        [ -f "$z" ] || continue
+        case $z in
+        *.xz) python3 -c 'import lzma, sys; open(sys.argv[1][:-3], "wb").write(lzma.open(sys.argv[1]).read())' "$z" &&
+            rm -f "$z" ;;
+        *.gz) gunzip -f "$z" ;;
+        esac
+    done
+}
+if [ ! -x "$BIN" ] && [ "${SKIP_BUILD:-0}" = 1 ]; then
+    unpack "$BIN.xz" "$BIN.gz"
+    [ -f "$BIN" ] && chmod +x "$BIN" && say "unpacked $BIN"
+fi
+for d in ${FIXTURES:-}; do [ -d "$d" ] && unpack "$d"/*.xz "$d"/*.gz; done
 [ -x "$BIN" ] || { say "$BIN is missing"; exit 1; }
 
 # ---------------------------------------------------------------- gates
