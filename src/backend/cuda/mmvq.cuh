@@ -820,13 +820,11 @@ template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
     if constexpr (TYPE == MEMRA_TYPE_Q4_K) {
         if (a.tm) {
-            if constexpr (TL == 1) {
-                const int d = mmvq_tm_d((int)(a.in / 256), ks, TL);
-                if (d == 4)
+            if constexpr (TL == 1)
+                if (mmvq_tm_d((int)(a.in / 256), ks, TL) == 4)
                     return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, 4>>(a, buf, s, ks, pdl,
                                                                      mmvq_tm_smem_bytes(4, NP, TL, ks),
                                                                      mmvq_tm_smem_bytes(4, NP, TL, MMV_KS_MAX));
-            }
             return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D>>(a, buf, s, ks, pdl,
                                                                      mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, ks),
                                                                      mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, MMV_KS_MAX));

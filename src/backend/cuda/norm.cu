@@ -130,7 +130,7 @@ memra_status cuda_op_rmsnorm(memra_backend *be, const float *x, int64_t x_stride
  *
  * Bits: the norm is k_rmsnorm<4>'s. That kernel's B = rmsnorm_threads(n / 4)
  * threads own one float4 chunk each (n <= 4096); here real warp w plays its
- * warps w, w + W, .. (W warps a block): the same per-thread fmaf chain, the same butterfly per
+ * warps w, w + 16, ..: the same per-thread fmaf chain, the same butterfly per
  * warp, the same final sum of the warp sums in warp order, the same (x *
  * scale) * w. The dot of a row is warp_row_dot<F32, 1>'s (matvec.cuh: lane
  * l owns quarter l % 4 of groups l / 4, l / 4 + 8, .., two fmaf chains, then
@@ -156,16 +156,16 @@ struct rmv_args {
     float *xn; /* [T][in]: the normalised rows */
 };
 
-/* Launch contract: grid (ceil(sum n_out / W), T), block 32 W, dynamic
- * shared memory in floats; x, nw, xn 16-byte aligned. */
-template <int NS, int W>
-__global__ void __launch_bounds__(32 * W) k_rmsnorm_mv(rmv_args a) {
+/* Launch contract: grid (ceil(sum n_out / RMV_WARPS), T), block 32 *
+ * RMV_WARPS, dynamic shared memory in floats; x, nw, xn 16-byte aligned. */
+template <int NS>
+__global__ void __launch_bounds__(32 * RMV_WARPS) k_rmsnorm_mv(rmv_args a) {
     extern __shared__ __align__(16) float xs[];
     __shared__ float sh[32];
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, q = lane & 3;
     const int64_t t = blockIdx.y, in = a.in, nc = in / 4;
     /* this warp's row: the weights' rows one after the other */
-    int64_t r = (int64_t)blockIdx.x * W + wp;
+    int64_t r = (int64_t)blockIdx.x * RMV_WARPS + wp;
     int wi = 0;
     while (wi < a.n && r >= a.n_out[wi]) r -= a.n_out[wi++];
     const bool has_row = wi < a.n;
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(32 * W) k_rmsnorm_mv(rmv_args a) {
     /* k_rmsnorm<4> of row t with its a.vb threads, played by this block's warps */
     const float4 *xr = (const float4 *)(a.x + t * in);
     const int nvw = a.vb / 32;
-    for (int vw = wp; vw < nvw; vw += W) {
+    for (int vw = wp; vw < nvw; vw += RMV_WARPS) {
         const int64_t c = (int64_t)vw * 32 + lane;
         float ss = 0.0f;
         if (c < nc) {
@@ -248,8 +248,8 @@ memra_status cuda_rmsnorm_mv(memra_backend *be, int n, const memra_weight *const
     const dim3 grid((unsigned)((rows + RMV_WARPS - 1) / RMV_WARPS), (unsigned)T);
     const size_t smem = (size_t)in * sizeof(float);
     cudaStream_t s = cuda_of(be)->stream;
-    if (in == 2048) cuda_launch(k_rmsnorm_mv<8, RMV_WARPS>, grid, 32 * RMV_WARPS, smem, s, a);
-    else cuda_launch(k_rmsnorm_mv<12, RMV_WARPS>, grid, 32 * RMV_WARPS, smem, s, a);
+    if (in == 2048) cuda_launch(k_rmsnorm_mv<8>, grid, 32 * RMV_WARPS, smem, s, a);
+    else cuda_launch(k_rmsnorm_mv<12>, grid, 32 * RMV_WARPS, smem, s, a);
     *done = 1;
     return CUDA_LAUNCHED(be, "rmsnorm+matvec");
 }
