@@ -20,8 +20,6 @@
  * reduction has a fixed order per token; a token's result depends only on
  * its sequence's tokens and state, never on T or on the other sequences. */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend/cuda/ops.cuh"
 
@@ -126,27 +124,6 @@ template <int N> __device__ __forceinline__ float gdn_dot(const float *r, const 
 #pragma unroll
     for (int i = 1; i < N; i++) acc = fmaf(r[i], k[i], acc);
     return acc;
-}
-
-/* The warp sums of four values a[0..3] of every lane, each with warp_sum's
- * bits, in 6 shuffles instead of 4 x 5: at xor 16 a lane keeps two of the
- * four (bit 4 clear: a[0], a[1]; set: a[2], a[3]) and adds the partner's
- * copies of those, at xor 8 one of the two (bit 3), then the butterfly
- * goes on with the one value (xor 4, 2, 1). Every addition pairs the same
- * lanes in the same stage order as warp_sum's (own + partner; fadd
- * commutes), so the sum of a[c] is warp_sum(a[c]) to the bit; it ends in
- * lanes 8 c .. 8 c + 7. */
-__device__ __forceinline__ float gdn_sum4_t(const float (&a)[4], int lane) {
-    const bool b4 = lane & 16, b3 = lane & 8;
-    const float r0 = __shfl_xor_sync(0xFFFFFFFFu, b4 ? a[0] : a[2], 16);
-    const float r1 = __shfl_xor_sync(0xFFFFFFFFu, b4 ? a[1] : a[3], 16);
-    const float c0 = (b4 ? a[2] : a[0]) + r0, c1 = (b4 ? a[3] : a[1]) + r1;
-    const float r = __shfl_xor_sync(0xFFFFFFFFu, b3 ? c0 : c1, 8);
-    float v = (b3 ? c1 : c0) + r;
-    v += __shfl_xor_sync(0xFFFFFFFFu, v, 4);
-    v += __shfl_xor_sync(0xFFFFFFFFu, v, 2);
-    v += __shfl_xor_sync(0xFFFFFFFFu, v, 1);
-    return v;
 }
 
 /* Launch contract: grid (n_v * GDN_NS, n_seqs of this launch <=
@@ -404,10 +381,9 @@ __global__ void __launch_bounds__(256) k_gdn_prep(gdn_scan_args a) {
  * % (4 GDN_SCAN_CPW) == 0; ssm_state 16-byte aligned. Warp w of block x
  * owns columns GDN_SCAN_CPW (4 x + w) + 0.. of the flattened (head, column)
  * range of sequence blockIdx.y. */
-template <int DK, int DV, bool T4 = false>
+template <int DK, int DV>
 __global__ void __launch_bounds__(128) k_gdn_scan(gdn_scan_args a) {
     constexpr int KR = DK / 32, CPW = GDN_SCAN_CPW;
-    static_assert(!T4 || CPW == 4, "gdn_sum4_t reduces four columns");
     pdl_start();
     const int lane = threadIdx.x & 31, s = blockIdx.y;
     const int64_t c0 = ((int64_t)blockIdx.x * 4 + (threadIdx.x >> 5)) * CPW;
@@ -446,44 +422,23 @@ __global__ void __launch_bounds__(128) k_gdn_scan(gdn_scan_args a) {
             if (t >= t1) break;
             const in_t cur = q[i];
             if (t + GDN_SCAN_AHEAD < t1) load(t + GDN_SCAN_AHEAD, q[i]);
-            if constexpr (T4) { /* the same per-column operations, the four columns' sums by gdn_sum4_t */
-                float p[4];
+            float o[CPW];
 #pragma unroll
-                for (int jj = 0; jj < 4; jj++) {
+            for (int jj = 0; jj < CPW; jj++) {
+                float *r = st[jj];
 #pragma unroll
-                    for (int k = 0; k < KR; k++) st[jj][k] *= cur.e;
-                    p[jj] = gdn_dot<KR>(st[jj], cur.k);
-                }
-                const float ks = gdn_sum4_t(p, lane);
+                for (int k = 0; k < KR; k++) r[k] *= cur.e;
+                const float kv = warp_sum(gdn_dot<KR>(r, cur.k));
+                const float d = cur.b * (cur.v[jj] - kv);
 #pragma unroll
-                for (int jj = 0; jj < 4; jj++) {
-                    const float kv = __shfl_sync(0xFFFFFFFFu, ks, 8 * jj);
-                    const float d = cur.b * (cur.v[jj] - kv);
+                for (int k = 0; k < KR; k++) r[k] = fmaf(cur.k[k], d, r[k]);
+                o[jj] = warp_sum(gdn_dot<KR>(r, cur.q));
+            }
+            if (lane < CPW) {
+                float ov = o[0];
 #pragma unroll
-                    for (int k = 0; k < KR; k++) st[jj][k] = fmaf(cur.k[k], d, st[jj][k]);
-                    p[jj] = gdn_dot<KR>(st[jj], cur.q);
-                }
-                const float os = gdn_sum4_t(p, lane);
-                if ((lane & 7) == 0) a.out[(int64_t)t * vdim + (int64_t)h * DV + j0 + (lane >> 3)] = os;
-            } else {
-                float o[CPW];
-#pragma unroll
-                for (int jj = 0; jj < CPW; jj++) {
-                    float *r = st[jj];
-#pragma unroll
-                    for (int k = 0; k < KR; k++) r[k] *= cur.e;
-                    const float kv = warp_sum(gdn_dot<KR>(r, cur.k));
-                    const float d = cur.b * (cur.v[jj] - kv);
-#pragma unroll
-                    for (int k = 0; k < KR; k++) r[k] = fmaf(cur.k[k], d, r[k]);
-                    o[jj] = warp_sum(gdn_dot<KR>(r, cur.q));
-                }
-                if (lane < CPW) {
-                    float ov = o[0];
-#pragma unroll
-                    for (int jj = 1; jj < CPW; jj++) ov = lane == jj ? o[jj] : ov;
-                    a.out[(int64_t)t * vdim + (int64_t)h * DV + j0 + lane] = ov;
-                }
+                for (int jj = 1; jj < CPW; jj++) ov = lane == jj ? o[jj] : ov;
+                a.out[(int64_t)t * vdim + (int64_t)h * DV + j0 + lane] = ov;
             }
         }
     }
@@ -581,13 +536,7 @@ static memra_status gdn_scan_run(memra_backend *be, const memra_batch *b, const 
     const int pt = 2 * p->d_k > p->d_v ? 2 * p->d_k : p->d_v;
     cuda_launch(k.prep, dim3((unsigned)T, (unsigned)(p->n_k + p->n_v)), (unsigned)pt, 0, c->stream, a);
     if ((st = CUDA_LAUNCHED(be, "gdn: prep"))) return st;
-    static int t4 = -1; /* MEMRA_GDN_T4=1: the scan's sums by gdn_sum4_t (NOT YET RUN on a GPU; same bits by design) */
-    if (t4 < 0) {
-        const char *e = getenv("MEMRA_GDN_T4");
-        t4 = e && !strcmp(e, "1");
-    }
-    const gdn_scan_fn scan = t4 && p->d_k == 128 && p->d_v == 128 ? k_gdn_scan<128, 128, true> : k.scan;
-    cuda_launch(scan, dim3((unsigned)((int64_t)p->n_v * p->d_v / (4 * GDN_SCAN_CPW)), (unsigned)b->n_seqs), 128, 0,
+    cuda_launch(k.scan, dim3((unsigned)((int64_t)p->n_v * p->d_v / (4 * GDN_SCAN_CPW)), (unsigned)b->n_seqs), 128, 0,
                 c->stream, a);
     if ((st = CUDA_LAUNCHED(be, "gdn: scan"))) return st;
     const int64_t nb = (conv_dim + 127) / 128;

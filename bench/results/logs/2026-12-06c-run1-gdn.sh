@@ -1,5 +1,6 @@
 #!/bin/bash
-# NOT RUN (written in session 21, whose device time was spent): MEMRA_GDN_T4=1, the GDN prefill scan with the
+# Written in session 21 as bench/next_gdn_run.sh, run in session 22 (call 1, logs/2026-12-06c-run1-gdn-t4.txt:
+# the same bits, no gain; the switch was removed): MEMRA_GDN_T4=1, the GDN prefill scan with the
 # four columns' warp sums by gdn_sum4_t (gdn.cu: 6 shuffles a sum of four instead of 20; the same bits by
 # design, checked in a Python model of the lanes on 20,000 random cases). ncu had the scan at 300 us a layer
 # at T = 512 (14% of a 35b-a3b and 11% of a 9b q8_0 prefill, bench/results/2026-12-06b-h100.md), with four
