@@ -59,25 +59,19 @@ static wg_run wg_prepare(const lab_mv &m, uint32_t type, int64_t in, int64_t fir
 
 static void wg_free(wg_run *r) { cudaFree(r->xp), cudaFree(r->xs), cudaFree(r->xsum), cudaFree(r->y); }
 
-static int g_pf;    /* LAB_PF=N: k_gemm_wg's pf argument (L2 prefetch N steps ahead) */
-static bool g_fold; /* Q4_K: k_gemm_wg<.., FOLD = true> (the sub-block scales folded into the fp16 weights) */
-
 /* one k_gemm_wg launch on r's activations into y */
 static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out, const wg_run &r, float *y,
                       int accumulate) {
     const dim3 g((unsigned)((r.n + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    if (type == MEMRA_TYPE_Q4_K && g_fold)
-        k_gemm_wg<MEMRA_TYPE_Q4_K, false, true>
-            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate, g_pf);
-    else if (type == MEMRA_TYPE_Q4_K)
+    if (type == MEMRA_TYPE_Q4_K)
         k_gemm_wg<MEMRA_TYPE_Q4_K>
-            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate, g_pf);
+            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
     else if (type == MEMRA_TYPE_Q6_K)
         k_gemm_wg<MEMRA_TYPE_Q6_K><<<g, WS_THREADS, WS_SMEM_T(MEMRA_TYPE_Q6_K)>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum,
-                                                                               r.xs, y, r.n, accumulate, g_pf);
+                                                                               r.xs, y, r.n, accumulate);
     else
         k_gemm_wg<MEMRA_TYPE_Q8_0>
-            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate, g_pf);
+            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
 }
 
 /* max over i < n of |a[i] - b[i]| (infinite when either is not finite), and max |b| into *bmax */
@@ -99,7 +93,6 @@ int main(int argc, char **argv) {
                           : argc > 4 && !strcmp(argv[4], "q6_k") ? MEMRA_TYPE_Q6_K
                                                                  : MEMRA_TYPE_Q8_0;
     const bool q8 = type == MEMRA_TYPE_Q8_0;
-    g_pf = getenv("LAB_PF") ? atoi(getenv("LAB_PF")) : 0;
     if (in % (q8 ? 64 : 256) || T < 1) return fprintf(stderr, "gemm_lab: in %% %d != 0\n", q8 ? 64 : 256), 1;
     const double copy = lab_init();
     printf("gemm_lab: T %d, {%lld, %lld} %s; copy %.0f GB/s\n", T, (long long)in, (long long)n_out,
@@ -109,15 +102,9 @@ int main(int argc, char **argv) {
     const size_t ny = (size_t)T * n_out;
     CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM));
     CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM));
-    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q4_K, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            WS_SMEM));
     CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             WS_SMEM_T(MEMRA_TYPE_Q6_K)));
     int ok = 1;
-    float *prev = NULL; /* Q4_K: the unfolded kernel's y, to compare the folded one's with */
-    for (int f = 0; f < (type == MEMRA_TYPE_Q4_K ? 2 : 1); f++) {
-    g_fold = f;
-    if (f) printf("-- FOLD (MEMRA_GEMM_Q4F=1)\n");
 
     /* token 0 against the CPU; tokens 64 .. 163 alone give the same bits */
     wg_run w = wg_prepare(m, type, in, 0, T, n_out);
@@ -186,19 +173,9 @@ int main(int argc, char **argv) {
         cudaFree(y0);
     }
     const double t2 = lab_time_us([&]() { wg_launch(m, type, in, n_out, w, w.y, 0); });
-    printf("k_gemm_wg%s  %8.1f us  %6.1f TFLOP/s useful\n", f ? " FOLD" : "     ", t2, flop / t2 * 1e-6);
-    if (prev) {
-        double ym;
-        printf("FOLD vs unfolded: %.2e of max|y|\n", max_diff(h2, prev, ny, &ym) / ym);
-        free(prev);
-        prev = NULL;
-        free(h2);
-    } else {
-        prev = h2;
-    }
+    printf("k_gemm_wg       %8.1f us  %6.1f TFLOP/s useful\n", t2, flop / t2 * 1e-6);
     wg_free(&w);
-    }
-    free(prev);
     lab_mv_free(&m);
+    free(h2);
     return ok ? 0 : 1;
 }

@@ -723,15 +723,14 @@ __device__ __forceinline__ void ws_arrive(uint32_t bar) {
  * tile-major (common.cuh): a row's super-block kt / 4 at q4k_blk.
  * Q6_K is NOT YET MEASURED on a GPU (written without one); MEMRA_GEMM_Q6=0
  * keeps it on mmvg. */
-template <int TYPE, bool TM = false, bool FOLD = false>
+template <int TYPE, bool TM = false>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     k_gemm_wg(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
               const __half *__restrict__ xp, const float *__restrict__ xsum, const float *__restrict__ xscale,
-              float *__restrict__ y, int64_t T, int accumulate, int pf) {
+              float *__restrict__ y, int64_t T, int accumulate) {
     pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K, Q6K = TYPE == MEMRA_TYPE_Q6_K;
-    static_assert(!FOLD || Q4K, "k_gemm_wg: only Q4_K folds its sub-block scales into the weights");
     constexpr int STAGE = WS_STAGE_T(TYPE), RAW = WS_RAW_T(TYPE);
     /* a consumer thread's registers: the rest of the block's (ptxas: no spills) */
     constexpr int CREG = (WS_ENTRY * WS_THREADS - 128 * WS_NP * WS_PREG) / 256 / 8 * 8;
@@ -842,22 +841,14 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                     const int j = j0 + wh;
                     const int s6 = j < 4 ? sb(j) & 63 : (sb(j + 4) & 0xF) | ((sb(j - 4) >> 6) << 4);
                     const int m6 = j < 4 ? sb(j + 4) & 63 : (sb(j + 4) >> 4) | ((sb(j) >> 6) << 4);
-                    if (!FOLD) sc[2 * i + wh] = wok ? d * (float)s6 : 0.0f; /* exact: 11 x 6 bits */
-                    else if (wh == 0) sc[2 * i] = wok ? d : 0.0f;            /* FOLD: the super-block's d */
+                    sc[2 * i + wh] = wok ? d * (float)s6 : 0.0f; /* exact: 11 x 6 bits */
                     sc[2 * GN + 2 * i + wh] = wok ? dm * (float)m6 : 0.0f;
-                    const __half2 s2 = __half2half2(__int2half_rn(s6));
 #pragma unroll
                     for (int c = 0; c < 4; c++) {
                         const uint2 q = *(const uint2 *)(raw + 16 + 8 * c);
                         uint32_t o[4];
                         g_q4_to_h2(wok ? (q.x >> (4 * wh)) & 0x0F0F0F0Fu : 0u, &o[0], &o[1]);
                         g_q4_to_h2(wok ? (q.y >> (4 * wh)) & 0x0F0F0F0Fu : 0u, &o[2], &o[3]);
-                        if (FOLD) /* q sc: integers <= 15 x 63 = 945, exact in fp16 */
-#pragma unroll
-                            for (int u = 0; u < 4; u++) {
-                                __half2 h = __hmul2(*(__half2 *)&o[u], s2);
-                                o[u] = *(uint32_t *)&h;
-                            }
                         *(uint4 *)(st + WS_W + wg_sw(i, 4 * wh + c)) = make_uint4(o[0], o[1], o[2], o[3]);
                     }
                 }
@@ -881,25 +872,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                 }
             }
         };
-        /* pf > 0 (MEMRA_GEMM_PF, a timing switch): row i's weight bytes of step kt + pf requested into L2 when
-         * step kt is copied (K-quants: a super-block at a time, at its first step; pf % 4 == 0) */
-        auto prefetch = [&](int64_t kt) {
-            if (kt >= nk || !wok) return;
-            if (Q4K || Q6K) {
-                if (kt & 3) return;
-                constexpr int BB = Q6K ? 210 : 144;
-                const uint8_t *b = Q4K && TM ? q4k_blk(W, row_bytes, r0 + i, kt >> 2, true) : wrow + BB * (kt >> 2);
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(b));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(b + BB - 1));
-                if (Q6K) asm volatile("prefetch.global.L2 [%0];" ::"l"(b + 128));
-            } else {
-                const uint8_t *p = wrow + 68 * kt;
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 67));
-            }
-        };
-        if (pf > 0)
-            for (int64_t k = pw; k <= pw + pf; k += WS_NP) prefetch(k);
         if (pw < nk) copy(pw); /* stage pw: fresh */
         mmv_cp_commit();
         for (int64_t kt = pw; kt < nk; kt += WS_NP) {
@@ -912,7 +884,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             if (j < nk) {
                 if (j >= WS_D) mbar_wait(empty + 8 * (uint32_t)(j % WS_D), (uint32_t)((j / WS_D + 1) & 1));
                 copy(j);
-                if (pf > 0) prefetch(j + pf);
             }
             mmv_cp_commit();
         }
@@ -981,67 +952,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
         for (int k = 0; k < 64; k++) acc[k] = fmaf(c[k], (k & 2) ? d2 : d1, acc[k]);
     };
-    if constexpr (FOLD) {
-        /* A super-block (4 steps, 8 groups) is one chain of 32 wgmmas into c0 from zero (each step one commit
-         * group), C = sum (q sc) (x_lo + x_hi); then acc = fma(C, d, acc) once. The groups' min terms go into
-         * acc while the chain runs (acc is no wgmma operand). c0 is read only after wait_group 0, so ptxas
-         * keeps the chain pipelined (no C7514); a stage is released once the step's commit group is done. */
-        auto issue_f = [&](int64_t kt, bool first) {
-            const uint32_t s0 = sbase + (uint32_t)(kt % WS_D) * STAGE;
-            wg_fence();
-#pragma unroll
-            for (int g = 0; g < 2; g++) {
-                const uint32_t sx = s0 + 64 * g, sw = sx + WS_W + cw * 64 * 128;
-                wg_mma(c0, wg_desc(sw), wg_desc(sx + WS_XL), first && g == 0 ? 0 : 1);
-                wg_mma(c0, wg_desc(sw + 32), wg_desc(sx + WS_XL + 32), 1);
-                wg_mma(c0, wg_desc(sw), wg_desc(sx), 1);
-                wg_mma(c0, wg_desc(sw + 32), wg_desc(sx + 32), 1);
-            }
-            wg_commit();
-        };
-        auto mins = [&](int64_t kt) { /* acc -= dmin m sum(x), groups 0 and 1 of step kt */
-            const uint8_t *st = sm + (kt % WS_D) * STAGE;
-            const float *ds = (const float *)(st + WS_SC);
-#pragma unroll
-            for (int g = 0; g < 2; g++) {
-                const float *sxs = (const float *)(st + WS_XS) + GM * g;
-                const float m1 = -ds[2 * GN + 2 * R1 + g], m2 = -ds[2 * GN + 2 * (R1 + 8) + g];
-#pragma unroll
-                for (int j = 0; j < 16; j++) {
-                    const float2 sx = *(const float2 *)(sxs + 8 * j + 2 * (lane & 3));
-                    acc[4 * j] = fmaf(m1, sx.x, acc[4 * j]);
-                    acc[4 * j + 2] = fmaf(m2, sx.x, acc[4 * j + 2]);
-                    acc[4 * j + 1] = fmaf(m1, sx.y, acc[4 * j + 1]);
-                    acc[4 * j + 3] = fmaf(m2, sx.y, acc[4 * j + 3]);
-                }
-            }
-        };
-        auto release = [&](int64_t kt) {
-            __syncwarp();
-            if (lane == 0) ws_arrive(empty + 8 * (uint32_t)(kt % WS_D));
-        };
-        for (int64_t k4 = 0; k4 < nk; k4 += 4) {
-#pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const int64_t kt = k4 + s;
-                mbar_wait(full + 8 * (uint32_t)(kt % WS_D), (uint32_t)((kt / WS_D) & 1));
-                issue_f(kt, s == 0);
-                mins(kt);
-                if (s < 3) {
-                    wg_wait<1>(); /* step kt - 1's wgmmas are done */
-                    if (s > 0) release(kt - 1);
-                } else {
-                    wg_wait<0>();
-                    release(kt - 1);
-                    const float *ds = (const float *)(sm + (kt % WS_D) * STAGE + WS_SC);
-                    const float d1 = ds[2 * R1], d2 = ds[2 * (R1 + 8)];
-#pragma unroll
-                    for (int k = 0; k < 64; k++) acc[k] = fmaf(c0[k], (k & 2) ? d2 : d1, acc[k]);
-                    release(kt);
-                }
-            }
-        }
-    } else {
     mbar_wait(full, 0);
     int64_t kt = 0;
     if constexpr (Q6K) {
@@ -1093,7 +1003,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         scale(kt, 0, c0);
         wg_wait<0>();
         scale(kt, 1, c1);
-    }
     }
 #pragma unroll
     for (int j = 0; j < 16; j++)
@@ -1317,21 +1226,10 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     float *xsum = q4k ? (float *)((uint8_t *)c->xs + sum_off) : NULL;
     if (q4k) cuda_launch(k_gemm_xsum, (unsigned)Tp, 256, 0, c->stream, xp, in, T, Tp, xsum);
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
-    static int gemm_pf = -1; /* MEMRA_GEMM_PF=N: k_gemm_wg's L2 prefetch N steps ahead (a timing switch) */
-    if (gemm_pf < 0) gemm_pf = getenv("MEMRA_GEMM_PF") ? atoi(getenv("MEMRA_GEMM_PF")) : 0;
-    static int fold = -1; /* MEMRA_GEMM_Q4F=1: Q4_K's sub-block scales folded into the weights (NOT YET MEASURED) */
-    if (fold < 0) fold = getenv("MEMRA_GEMM_Q4F") && !strcmp(getenv("MEMRA_GEMM_Q4F"), "1");
-    if (q4k && fold) {
-        if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE, TM, q4k>>(WS_SMEM_T(TYPE)), "gemm wg: shared memory")))
-            return st;
-        cuda_launch(k_gemm_wg<TYPE, TM, q4k>, grid, WS_THREADS, WS_SMEM_T(TYPE), c->stream, W, rb, in, n_out, xp,
-                    (const float *)xsum, (const float *)c->tc_scale, y, T, accumulate, gemm_pf);
-    } else {
-        if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE, TM>>(WS_SMEM_T(TYPE)), "gemm wg: shared memory")))
-            return st;
-        cuda_launch(k_gemm_wg<TYPE, TM>, grid, WS_THREADS, WS_SMEM_T(TYPE), c->stream, W, rb, in, n_out, xp,
-                    (const float *)xsum, (const float *)c->tc_scale, y, T, accumulate, gemm_pf);
-    }
+    if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE, TM>>(WS_SMEM_T(TYPE)), "gemm wg: shared memory")))
+        return st;
+    cuda_launch(k_gemm_wg<TYPE, TM>, grid, WS_THREADS, WS_SMEM_T(TYPE), c->stream, W, rb, in, n_out, xp,
+                (const float *)xsum, (const float *)c->tc_scale, y, T, accumulate);
     return CUDA_LAUNCHED(be, q4k                           ? "gemm wg q4_k"
                              : TYPE == MEMRA_TYPE_Q6_K ? "gemm wg q6_k"
                                                        : "gemm wg q8_0");
