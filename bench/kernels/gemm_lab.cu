@@ -24,6 +24,10 @@
  * Times: median of 15 single launches after an L2 flush; k_gemm_xsplit and
  * k_gemm_xsum are not included. Exit status 1 when a check fails.
  *
+ * LAB_KS=S runs k_gemm_wg as S K splits (gridDim.z) and sums them with
+ * k_gemm_ksum, both timed (gemm.cu, wg_ksplit; H100, T = 512, 2026-12-06c
+ * run 4: {17408, 5120} Q4_K 920 -> 628 us at S = 4, Q6_K 1,693 -> 1,122).
+ *
  *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh gemm_lab [T in n_out [q8_0|q4_k|q6_k]]
  * (defaults 512 4096 12288 q8_0: 9B gate / up; also 512 12288 4096, and
  * 512 5120 17408 q4_k: 27B gate / up; 512 17408 5120 q6_k: 27B's Q6_K
@@ -39,8 +43,11 @@ struct wg_run {
     float *xs;   /* [Tp] token scales */
     float *xsum; /* [Tp in / 32] group sums, k_gemm_xsum's layout */
     float *y;    /* [n][n_out] */
+    float *part; /* [S][n][n_out]: the K split's partials (LAB_KS = S > 1) */
     int64_t n;
 };
+
+static int g_ks = 1; /* LAB_KS: k_gemm_wg's K split S (gridDim.z; 1 = none), then k_gemm_ksum */
 
 static wg_run wg_prepare(const lab_mv &m, uint32_t type, int64_t in, int64_t first, int64_t n, int64_t n_out) {
     wg_run r;
@@ -51,18 +58,26 @@ static wg_run wg_prepare(const lab_mv &m, uint32_t type, int64_t in, int64_t fir
     CK(cudaMalloc(&r.xsum, sizeof(float) * Tp * (in / 32)));
     CK(cudaMalloc(&r.y, sizeof(float) * n * n_out));
     CK(cudaMemset(r.y, 0xFF, sizeof(float) * n * n_out));
+    r.part = NULL;
+    if (g_ks > 1) CK(cudaMalloc(&r.part, sizeof(float) * g_ks * n * n_out));
     k_gemm_xsplit<<<(unsigned)n, 256>>>(m.dx + first * in, in, n, r.xs, r.xp);
     if (type == MEMRA_TYPE_Q4_K) k_gemm_xsum<<<(unsigned)Tp, 256>>>(r.xp, in, n, Tp, r.xsum);
     CK(cudaGetLastError());
     return r;
 }
 
-static void wg_free(wg_run *r) { cudaFree(r->xp), cudaFree(r->xs), cudaFree(r->xsum), cudaFree(r->y); }
+static void wg_free(wg_run *r) {
+    cudaFree(r->xp), cudaFree(r->xs), cudaFree(r->xsum), cudaFree(r->y);
+    if (r->part) cudaFree(r->part);
+}
 
 /* one k_gemm_wg launch on r's activations into y */
 static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out, const wg_run &r, float *y,
                       int accumulate) {
-    const dim3 g((unsigned)((r.n + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
+    const dim3 g((unsigned)((r.n + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN), (unsigned)g_ks);
+    float *yf = y;
+    const int accf = accumulate;
+    if (g_ks > 1) y = r.part, accumulate = 0;
     if (type == MEMRA_TYPE_Q4_K)
         k_gemm_wg<MEMRA_TYPE_Q4_K>
             <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
@@ -72,6 +87,7 @@ static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out,
     else
         k_gemm_wg<MEMRA_TYPE_Q8_0>
             <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
+    if (g_ks > 1) k_gemm_ksum<<<4 * 132, 256>>>(r.part, g_ks, r.n * n_out, yf, accf);
 }
 
 /* max over i < n of |a[i] - b[i]| (infinite when either is not finite), and max |b| into *bmax */
@@ -93,10 +109,12 @@ int main(int argc, char **argv) {
                           : argc > 4 && !strcmp(argv[4], "q6_k") ? MEMRA_TYPE_Q6_K
                                                                  : MEMRA_TYPE_Q8_0;
     const bool q8 = type == MEMRA_TYPE_Q8_0;
+    if (getenv("LAB_KS")) g_ks = atoi(getenv("LAB_KS"));
+    if (g_ks < 1 || (in / 64) % ((q8 ? 1 : 4) * g_ks)) return fprintf(stderr, "gemm_lab: bad LAB_KS %d\n", g_ks), 1;
     if (in % (q8 ? 64 : 256) || T < 1) return fprintf(stderr, "gemm_lab: in %% %d != 0\n", q8 ? 64 : 256), 1;
     const double copy = lab_init();
-    printf("gemm_lab: T %d, {%lld, %lld} %s; copy %.0f GB/s\n", T, (long long)in, (long long)n_out,
-           memra_type_name(type), copy);
+    printf("gemm_lab: T %d, {%lld, %lld} %s, K split %d; copy %.0f GB/s\n", T, (long long)in, (long long)n_out,
+           memra_type_name(type), g_ks, copy);
     lab_mv m = lab_mv_make(type, in, n_out, T, 97);
     const double flop = 2.0 * T * (double)in * (double)n_out;
     const size_t ny = (size_t)T * n_out;

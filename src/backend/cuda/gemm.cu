@@ -703,7 +703,7 @@ __device__ __forceinline__ void ws_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
-/* Launch contract: grid (ceil(T / 128), ceil(n_out / 128)), block
+/* Launch contract: grid (ceil(T / 128), ceil(n_out / 128), S), block
  * WS_THREADS (512), WS_SMEM_T(TYPE) bytes of dynamic shared memory (the
  * 1024-aligned stages start inside its first 1024 bytes); sm_90a; in % 64 ==
  * 0 (Q4_K, Q6_K: in % 256 == 0); W 16-byte aligned, followed by at least 16
@@ -719,7 +719,11 @@ __device__ __forceinline__ void ws_arrive(uint32_t bar) {
  * d sc, acc): the same scheme as Q8_0's and Q4_K's, with Q6_K's 16-column
  * scales and no min term). Tokens past T read token T - 1 and are not
  * stored; rows past n_out read row 0 and are zeroed.
- * y[t][o] = accumulate ? y[t][o] + v : v. TM: the Q4_K weight is
+ * y[t][o] = accumulate ? y[t][o] + v : v. S > 1 (the K split, wg_ksplit):
+ * block z takes steps z nk / S .. (z + 1) nk / S - 1 (nk = in / 64, a
+ * multiple of S, of 4 S for Q4_K and Q6_K) and writes its partial sums to y
+ * + z T n_out (the caller passes accumulate = 0 and k_gemm_ksum adds them).
+ * TM: the Q4_K weight is
  * tile-major (common.cuh): a row's super-block kt / 4 at q4k_blk.
  * Q6_K is NOT YET MEASURED on a GPU (written without one); MEMRA_GEMM_Q6=0
  * keeps it on mmvg. */
@@ -742,6 +746,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const uint32_t full = sbase + WS_D * STAGE, empty = full + 8 * WS_D; /* an mbarrier per stage */
     const int tid = threadIdx.x;
     const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK;
+    /* this block's K range: steps kb .. ke - 1 (split z = blockIdx.z of gridDim.z); stages and mbarrier phases
+     * count from kb */
+    const int64_t nks = nk / gridDim.z, kb = (int64_t)blockIdx.z * nks, ke = kb + nks;
+    auto sl = [&](int64_t kt) { return (uint32_t)((kt - kb) % WS_D); };       /* step kt's stage */
+    auto ph = [&](int64_t kt) { return (uint32_t)(((kt - kb) / WS_D) & 1); }; /* its full barrier's phase */
     const int64_t Tp = (T + GM - 1) / GM * GM;
     if (tid == 0) {
         for (int s = 0; s < WS_D; s++) {
@@ -759,7 +768,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         /* Copies, coalesced (consecutive threads read consecutive 16-byte chunks): the raw rows as chunk k = i + 128
          * m of the tile's 5 (Q8_0) or 3 (Q4_K) a row, the x tiles as chunk i % 8 of tokens i / 8 + 16 q. */
         auto copy = [&](int64_t kt) { /* step kt's raw rows, x tiles and (Q4_K) sums into its stage */
-            uint8_t *st = sm + (kt % WS_D) * STAGE;
+            uint8_t *st = sm + sl(kt) * STAGE;
             int i = tid & 127; /* opaque to the compiler: the addresses are recomputed each step (a few integer ops)
                           * instead of 20+ pointers held over the loop in the producer's 40 registers */
             asm volatile("" : "+r"(i));
@@ -797,7 +806,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             }
         };
         auto convert = [&](int64_t kt) { /* row i of step kt's fp16 tile and its group scales (mins) */
-            uint8_t *st = sm + (kt % WS_D) * STAGE;
+            uint8_t *st = sm + sl(kt) * STAGE;
             const uint8_t *raw = st + WS_RW + RAW * i;
             float *sc = (float *)(st + WS_SC);
             if (Q6K) {
@@ -872,17 +881,17 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                 }
             }
         };
-        if (pw < nk) copy(pw); /* stage pw: fresh */
+        if (kb + pw < ke) copy(kb + pw); /* stage pw: fresh */
         mmv_cp_commit();
-        for (int64_t kt = pw; kt < nk; kt += WS_NP) {
+        for (int64_t kt = kb + pw; kt < ke; kt += WS_NP) {
             mmv_cp_wait<0>(); /* this thread's copies of step kt, */
             asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* and every thread's of this producer */
             convert(kt);
             wg_proxy_fence(); /* its copies and stores, to the consumers' wgmma */
-            ws_arrive(full + 8 * (uint32_t)(kt % WS_D));
+            ws_arrive(full + 8 * sl(kt));
             const int64_t j = kt + WS_NP; /* this producer's next step */
-            if (j < nk) {
-                if (j >= WS_D) mbar_wait(empty + 8 * (uint32_t)(j % WS_D), (uint32_t)((j / WS_D + 1) & 1));
+            if (j < ke) {
+                if (j - kb >= WS_D) mbar_wait(empty + 8 * sl(j), ph(j) ^ 1u);
                 copy(j);
             }
             mmv_cp_commit();
@@ -903,7 +912,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     }
     /* group g (columns 32 g .. + 31 of the step) of step kt into c: lo k 0-15, lo k 16-31, hi k 0-15, hi k 16-31 */
     auto issue = [&](int64_t kt, int g, float (&c)[64]) {
-        const uint32_t sx = sbase + (uint32_t)(kt % WS_D) * STAGE + 64 * g, sw = sx + WS_W + cw * 64 * 128;
+        const uint32_t sx = sbase + sl(kt) * STAGE + 64 * g, sw = sx + WS_W + cw * 64 * 128;
         wg_fence();
         wg_mma(c, wg_desc(sw), wg_desc(sx + WS_XL), 0);
         wg_mma(c, wg_desc(sw + 32), wg_desc(sx + WS_XL + 32), 1);
@@ -914,7 +923,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     /* acc = fma(C, d, acc) for group g of step kt; Q4_K: acc -= dmin m sum(x) (acc[4 j + e]: row R1 + 8 (e >> 1),
      * token 8 j + 2 (lane % 4) + (e & 1)) */
     auto scale = [&](int64_t kt, int g, const float(&c)[64]) {
-        const uint8_t *st = sm + (kt % WS_D) * STAGE;
+        const uint8_t *st = sm + sl(kt) * STAGE;
         const float *ds = (const float *)(st + WS_SC);
         const float d1 = ds[2 * R1 + g], d2 = ds[2 * (R1 + 8) + g];
 #pragma unroll
@@ -940,24 +949,24 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     /* Q6_K: a group is one sub-block (16 columns, its own int8 scale): C = W x_lo + W x_hi from zero, then
      * acc = fma(C, d sc, acc); four a step, alternating between c0 and c1 as Q4_K's two do */
     auto issue6 = [&](int64_t kt, int u, float (&c)[64]) {
-        const uint32_t sx = sbase + (uint32_t)(kt % WS_D) * STAGE + 32 * u, sw = sx + WS_W + cw * 64 * 128;
+        const uint32_t sx = sbase + sl(kt) * STAGE + 32 * u, sw = sx + WS_W + cw * 64 * 128;
         wg_fence();
         wg_mma(c, wg_desc(sw), wg_desc(sx + WS_XL), 0);
         wg_mma(c, wg_desc(sw), wg_desc(sx), 1);
         wg_commit();
     };
     auto scale6 = [&](int64_t kt, int u, const float(&c)[64]) {
-        const float *ds = (const float *)(sm + (kt % WS_D) * STAGE + WS_SC);
+        const float *ds = (const float *)(sm + sl(kt) * STAGE + WS_SC);
         const float d1 = ds[4 * R1 + u], d2 = ds[4 * (R1 + 8) + u];
 #pragma unroll
         for (int k = 0; k < 64; k++) acc[k] = fmaf(c[k], (k & 2) ? d2 : d1, acc[k]);
     };
     mbar_wait(full, 0);
-    int64_t kt = 0;
+    int64_t kt = kb;
     if constexpr (Q6K) {
-        issue6(0, 0, c0);
-        issue6(0, 1, c1);
-        for (; kt + 1 < nk; kt++) {
+        issue6(kb, 0, c0);
+        issue6(kb, 1, c1);
+        for (; kt + 1 < ke; kt++) {
             wg_wait<1>();
             scale6(kt, 0, c0);
             issue6(kt, 2, c0);
@@ -966,12 +975,12 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             issue6(kt, 3, c1);
             wg_wait<1>();
             scale6(kt, 2, c0);
-            mbar_wait(full + 8 * (uint32_t)((kt + 1) % WS_D), (uint32_t)(((kt + 1) / WS_D) & 1));
+            mbar_wait(full + 8 * sl(kt + 1), ph(kt + 1));
             issue6(kt + 1, 0, c0);
             wg_wait<1>();
             scale6(kt, 3, c1);
             __syncwarp();
-            if (lane == 0) ws_arrive(empty + 8 * (uint32_t)(kt % WS_D));
+            if (lane == 0) ws_arrive(empty + 8 * sl(kt));
             issue6(kt + 1, 1, c1);
         }
         wg_wait<1>();
@@ -985,18 +994,18 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         wg_wait<0>();
         scale6(kt, 3, c1);
     } else {
-        issue(0, 0, c0);
-        issue(0, 1, c1);
-        for (; kt + 1 < nk; kt++) {
+        issue(kb, 0, c0);
+        issue(kb, 1, c1);
+        for (; kt + 1 < ke; kt++) {
             wg_wait<1>(); /* group 0 of step kt */
             scale(kt, 0, c0);
             /* the next step's group 0 runs while group 1 of this one is scaled */
-            mbar_wait(full + 8 * (uint32_t)((kt + 1) % WS_D), (uint32_t)(((kt + 1) / WS_D) & 1));
+            mbar_wait(full + 8 * sl(kt + 1), ph(kt + 1));
             issue(kt + 1, 0, c0);
             wg_wait<1>();
             scale(kt, 1, c1);
             __syncwarp();
-            if (lane == 0) ws_arrive(empty + 8 * (uint32_t)(kt % WS_D)); /* this warp is done with the stage */
+            if (lane == 0) ws_arrive(empty + 8 * sl(kt)); /* this warp is done with the stage */
             issue(kt + 1, 1, c1);
         }
         wg_wait<1>();
@@ -1010,7 +1019,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         for (int e = 0; e < 4; e++) {
             const int64_t t = t0 + 8 * j + 2 * (lane & 3) + (e & 1), o = r0 + R1 + 8 * (e >> 1);
             if (t < T && o < n_out) {
-                float *yp = y + t * n_out + o;
+                float *yp = y + ((int64_t)blockIdx.z * T + t) * n_out + o; /* split z's partials at z T n_out */
                 const float yv = acc[4 * j + e] * (1.0f / xscale[t]); /* exact: a power of two */
                 *yp = accumulate ? *yp + yv : yv;
             }
@@ -1158,6 +1167,26 @@ static cudaError_t launch_narrow(const uint8_t *W, size_t rb, int64_t in, int64_
     return cudaSuccess;
 }
 
+/* The K split's sums: y[i] (+)= ((p_0[i] + p_1[i]) + p_2[i]) + ..., the S
+ * partials of k_gemm_wg at part + z n in z order (n = T n_out). Launch
+ * contract: n % 4 == 0, part and y 16-byte aligned. */
+__global__ void __launch_bounds__(256) k_gemm_ksum(const float *__restrict__ part, int S, int64_t n,
+                                                   float *__restrict__ y, int accumulate) {
+    pdl_start();
+    for (int64_t i = (int64_t)blockIdx.x * 256 + threadIdx.x; i < n / 4; i += (int64_t)gridDim.x * 256) {
+        float4 v = __ldg((const float4 *)part + i);
+        for (int z = 1; z < S; z++) {
+            const float4 p = __ldg((const float4 *)(part + z * n) + i);
+            v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+        }
+        if (accumulate) {
+            const float4 o = ((const float4 *)y)[i];
+            v.x = o.x + v.x, v.y = o.y + v.y, v.z = o.z + v.z, v.w = o.w + v.w;
+        }
+        ((float4 *)y)[i] = v;
+    }
+}
+
 #ifndef MEMRA_GEMM_LAB /* bench/kernels/gemm_lab.cu includes this file for its kernels alone */
 /* The per-token scales k_tc_scale writes: a buffer of the backend's own
  * (not the workspace, which the callers may hold x or y in), grown outside
@@ -1209,6 +1238,32 @@ static memra_status gemm_q8_run(memra_backend *be, const uint8_t *W, size_t rb, 
     return CUDA_LAUNCHED(be, "gemm q8_0");
 }
 
+/* k_gemm_wg's K split S for a weight of this shape: the S of 1..4 whose
+ * grid at the engine's prefill batch (T = 512, four token tiles, one block
+ * an SM) wastes the least of its last wave, by a model of the time: waves x
+ * (steps a split + 4 for the block's fill and drain) + the partials' extra
+ * traffic, all in steps of ~1.75 us (k_gemm_wg on the H100,
+ * bench/results/2026-12-06c-h100.md). A function of the shape and the
+ * device's SM count only, never of the launch's T, so a token's bits do not
+ * depend on its batch. Why: {17408, 5120} is 40 row tiles, 160 blocks: 1.2
+ * waves on 132 SMs, the second one 21% full. */
+static int wg_ksplit(uint32_t type, int64_t in, int64_t n_out, int sms) {
+    static int on = -1;
+    if (!env_on("MEMRA_GEMM_KSPLIT", &on) || sms <= 0) return 1;
+    const int64_t nk = in / GK, unit = type == MEMRA_TYPE_Q8_0 ? 1 : 4, blocks = 4 * ((n_out + GN - 1) / GN);
+    int best = 1;
+    double best_t = 0.0;
+    for (int S = 1; S <= 4; S++) {
+        if (nk % (unit * S) || (S > 1 && nk / S < 16)) continue;
+        const double waves = (double)((blocks * S + sms - 1) / sms);
+        /* the partials: written and read back, S + 1 passes over T n_out floats at ~2.5 TB/s, in 1.75 us steps */
+        const double extra = S > 1 ? (double)(S + 1) * 512.0 * (double)n_out * 4.0 / 2.5e6 / 1.75 + 2.0 : 0.0;
+        const double t = waves * ((double)nk / S + 4.0) + extra;
+        if (S == 1 || t < best_t) best = S, best_t = t;
+    }
+    return best;
+}
+
 /* The wgmma path (k_gemm_xsplit, for Q4_K k_gemm_xsum, then k_gemm_wg) in
  * the backend's second workspace (xs): the split activations xp (4 T in
  * bytes), then for Q4_K the group sums xsum (4 Tp in / 32 bytes, Tp = T
@@ -1219,17 +1274,27 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     constexpr bool q4k = TYPE == MEMRA_TYPE_Q4_K;
     cuda_impl *c = cuda_of(be);
     const int64_t Tp = (T + GM - 1) / GM * GM;
+    const int S = (T * n_out) % 4 ? 1 : wg_ksplit(TYPE, in, n_out, c->sm_count);
+    /* after the split activations: (Q4_K) the group sums, then (S > 1) the partials, each 16-byte aligned */
+    const size_t sum_bytes = q4k ? ((size_t)Tp * (size_t)(in / 32) * sizeof(float) + 15) & ~(size_t)15 : 0;
+    const size_t part_bytes = S > 1 ? (size_t)S * (size_t)T * (size_t)n_out * sizeof(float) : 0;
     size_t sum_off = 0;
-    memra_status st = gemm_xsplit_run(be, x, in, T, q4k ? (size_t)Tp * (size_t)(in / 32) * sizeof(float) : 0, &sum_off);
+    memra_status st = gemm_xsplit_run(be, x, in, T, sum_bytes + part_bytes, &sum_off);
     if (st) return st;
     const __half *xp = (const __half *)c->xs;
     float *xsum = q4k ? (float *)((uint8_t *)c->xs + sum_off) : NULL;
+    float *part = S > 1 ? (float *)((uint8_t *)c->xs + sum_off + sum_bytes) : NULL;
     if (q4k) cuda_launch(k_gemm_xsum, (unsigned)Tp, 256, 0, c->stream, xp, in, T, Tp, xsum);
-    dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN));
+    dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN), (unsigned)S);
     if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE, TM>>(WS_SMEM_T(TYPE)), "gemm wg: shared memory")))
         return st;
     cuda_launch(k_gemm_wg<TYPE, TM>, grid, WS_THREADS, WS_SMEM_T(TYPE), c->stream, W, rb, in, n_out, xp,
-                (const float *)xsum, (const float *)c->tc_scale, y, T, accumulate);
+                (const float *)xsum, (const float *)c->tc_scale, S > 1 ? part : y, T, S > 1 ? 0 : accumulate);
+    if (S > 1) {
+        const int64_t n = T * n_out, nb = (n / 4 + 255) / 256;
+        cuda_launch(k_gemm_ksum, (unsigned)(nb < 4 * c->sm_count ? nb : 4 * c->sm_count), 256, 0, c->stream,
+                    (const float *)part, S, n, y, accumulate);
+    }
     return CUDA_LAUNCHED(be, q4k                           ? "gemm wg q4_k"
                              : TYPE == MEMRA_TYPE_Q6_K ? "gemm wg q6_k"
                                                        : "gemm wg q8_0");
