@@ -80,13 +80,13 @@ static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out,
     if (g_ks > 1) y = r.part, accumulate = 0;
     if (type == MEMRA_TYPE_Q4_K)
         k_gemm_wg<MEMRA_TYPE_Q4_K>
-            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
+            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate, nullptr, 0, nullptr, 0);
     else if (type == MEMRA_TYPE_Q6_K)
         k_gemm_wg<MEMRA_TYPE_Q6_K><<<g, WS_THREADS, WS_SMEM_T(MEMRA_TYPE_Q6_K)>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum,
-                                                                               r.xs, y, r.n, accumulate);
+                                                                               r.xs, y, r.n, accumulate, nullptr, 0, nullptr, 0);
     else
         k_gemm_wg<MEMRA_TYPE_Q8_0>
-            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate);
+            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate, nullptr, 0, nullptr, 0);
     if (g_ks > 1) k_gemm_ksum<<<4 * 132, 256>>>(r.part, g_ks, r.n * n_out, yf, accf);
 }
 

@@ -642,7 +642,7 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
  * 12288}, T = 512): tensor pipe 23% busy, no eligible warp 72% of the
  * cycles, the weights' global loads the largest stall. Now the block is
  * four warpgroups:
- * - two producers (40 registers a thread after setmaxnreg); producer p
+ * - two producers (40 registers a thread after setmaxnreg, Q6_K 56); producer p
  *   takes the steps kt = p mod 2. For its step it copies the raw weight
  *   bytes, the x tiles and the Q4_K group sums into stage kt % WS_D with
  *   cp.async, coalesced (consecutive threads, consecutive 16-byte chunks);
@@ -678,7 +678,12 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
 #define WS_NP 2                               /* producer warpgroups: producer p takes the steps kt = p mod WS_NP */
 #define WS_THREADS (128 * (WS_NP + 2))
 #define WS_ENTRY (65536 / WS_THREADS / 8 * 8) /* registers a thread at launch */
-#define WS_PREG 40                            /* a producer thread's registers after setmaxnreg */
+#ifndef WS_PREG /* (bench/kernels/gemm_lab.cu builds variants with -DWS_PREG=n) */
+#define WS_PREG 40 /* a producer thread's registers after setmaxnreg */
+#endif
+/* Q6_K's producers: 56 (the consumers 200). gemm_lab, H100, T = 512 (2026-12-06c run 5): {17408, 5120} at
+ * S = 4 1,133 -> 1,074 us, {5120, 10240} at S = 2 681 -> 662 us against 40; Q4_K gained nothing from 48 or 56 */
+#define WS_PREG_T(TY) ((TY) == MEMRA_TYPE_Q6_K ? 56 : WS_PREG)
 #define WS_RAW 80                             /* raw bytes a row and step: Q8_0's 68 from a 16-byte aligned start */
 #define WS_XL WG_XT                           /* stage offsets: x hi at 0, x lo, */
 #define WS_W (2 * WG_XT)                      /* the fp16 weight tile, */
@@ -703,7 +708,8 @@ __device__ __forceinline__ void ws_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
-/* Launch contract: grid (ceil(T / 128), ceil(n_out / 128), S), block
+/* Launch contract: grid (ceil(T / 128), ceil(n_out1 / 128) [+ ceil(n_out2 /
+ * 128)], S), block
  * WS_THREADS (512), WS_SMEM_T(TYPE) bytes of dynamic shared memory (the
  * 1024-aligned stages start inside its first 1024 bytes); sm_90a; in % 64 ==
  * 0 (Q4_K, Q6_K: in % 256 == 0); W 16-byte aligned, followed by at least 16
@@ -719,25 +725,36 @@ __device__ __forceinline__ void ws_arrive(uint32_t bar) {
  * d sc, acc): the same scheme as Q8_0's and Q4_K's, with Q6_K's 16-column
  * scales and no min term). Tokens past T read token T - 1 and are not
  * stored; rows past n_out read row 0 and are zeroed.
- * y[t][o] = accumulate ? y[t][o] + v : v. S > 1 (the K split, wg_ksplit):
+ * y[t][o] = accumulate ? y[t][o] + v : v, for W1 into y1 and, when W2 is
+ * given (a second weight of the same type, layout and row length: the
+ * swiglu pair), row tiles ry = ceil(n_out1 / 128) .. of W2 into y2, so
+ * that the two share one grid's waves (with S = 1). S > 1 (the K split, wg_ksplit):
  * block z takes steps z nk / S .. (z + 1) nk / S - 1 (nk = in / 64, a
  * multiple of S, of 4 S for Q4_K and Q6_K) and writes its partial sums to y
  * + z T n_out (the caller passes accumulate = 0 and k_gemm_ksum adds them).
  * TM: the Q4_K weight is
  * tile-major (common.cuh): a row's super-block kt / 4 at q4k_blk.
- * Q6_K is NOT YET MEASURED on a GPU (written without one); MEMRA_GEMM_Q6=0
- * keeps it on mmvg. */
+ * Q6_K runs at about half of Q4_K's rate (gemm_lab, H100, T = 512: 81-85
+ * TFLOP/s useful at {17408, 5120}, S = 4, against 145 for Q4_K; 2026-12-06c
+ * runs 4-5): its four 16-column groups a step each end in a readback of the
+ * accumulators, against Q4_K's two. MEMRA_GEMM_Q6=0 keeps it on mmvg. */
 template <int TYPE, bool TM = false>
 __global__ void __launch_bounds__(WS_THREADS, 1)
-    k_gemm_wg(const uint8_t *__restrict__ W, size_t row_bytes, int64_t in, int64_t n_out,
+    k_gemm_wg(const uint8_t *__restrict__ W1, size_t row_bytes, int64_t in, int64_t n_out1,
               const __half *__restrict__ xp, const float *__restrict__ xsum, const float *__restrict__ xscale,
-              float *__restrict__ y, int64_t T, int accumulate) {
+              float *__restrict__ y1, int64_t T, int accumulate, const uint8_t *__restrict__ W2, int64_t n_out2,
+              float *__restrict__ y2, int ry) {
     pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    /* the block's weight: W1 for row tiles blockIdx.y < ry, else (when W2 is given) W2 from its row 0 */
+    const bool second = W2 != nullptr && (int)blockIdx.y >= ry;
+    const uint8_t *const W = second ? W2 : W1;
+    const int64_t n_out = second ? n_out2 : n_out1;
+    float *const y = second ? y2 : y1;
     constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K, Q6K = TYPE == MEMRA_TYPE_Q6_K;
     constexpr int STAGE = WS_STAGE_T(TYPE), RAW = WS_RAW_T(TYPE);
     /* a consumer thread's registers: the rest of the block's (ptxas: no spills) */
-    constexpr int CREG = (WS_ENTRY * WS_THREADS - 128 * WS_NP * WS_PREG) / 256 / 8 * 8;
+    constexpr int PREG = WS_PREG_T(TYPE), CREG = (WS_ENTRY * WS_THREADS - 128 * WS_NP * PREG) / 256 / 8 * 8;
     extern __shared__ uint8_t wg_raw[];
     /* the stages 1024-aligned (the swizzled tiles), by an offset from the array so that the compiler keeps its
      * loads in the shared space (a pointer from an integer made them generic loads) */
@@ -745,7 +762,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
     const uint32_t full = sbase + WS_D * STAGE, empty = full + 8 * WS_D; /* an mbarrier per stage */
     const int tid = threadIdx.x;
-    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)blockIdx.y * GN, nk = in / GK;
+    const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)((int)blockIdx.y - (second ? ry : 0)) * GN;
+    const int64_t nk = in / GK;
     /* this block's K range: steps kb .. ke - 1 (split z = blockIdx.z of gridDim.z); stages and mbarrier phases
      * count from kb */
     const int64_t nks = nk / gridDim.z, kb = (int64_t)blockIdx.z * nks, ke = kb + nks;
@@ -761,7 +779,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     }
     __syncthreads();
     if (tid < 128 * WS_NP) { /* a producer: thread i copies and converts row i */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WS_PREG) : "memory");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PREG) : "memory");
         const int i = tid & 127, pw = tid >> 7;
         const bool wok = r0 + i < n_out;
         const uint8_t *wrow = W + (wok ? r0 + i : 0) * row_bytes;
@@ -1270,11 +1288,13 @@ static int wg_ksplit(uint32_t type, int64_t in, int64_t n_out, int sms) {
  * rounded up to 128, 16-byte aligned); the token scales in tc_scale. */
 template <int TYPE, bool TM>
 static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, int64_t in, int64_t n_out,
-                                const float *x, float *y, int64_t T, int accumulate) {
+                                const float *x, float *y, int64_t T, int accumulate, const uint8_t *W2 = NULL,
+                                int64_t n_out2 = 0, float *y2 = NULL) {
     constexpr bool q4k = TYPE == MEMRA_TYPE_Q4_K;
     cuda_impl *c = cuda_of(be);
     const int64_t Tp = (T + GM - 1) / GM * GM;
-    const int S = (T * n_out) % 4 ? 1 : wg_ksplit(TYPE, in, n_out, c->sm_count);
+    const int S = W2 || (T * n_out) % 4 ? 1 : wg_ksplit(TYPE, in, n_out, c->sm_count);
+    const int ry = (int)((n_out + GN - 1) / GN), ry2 = W2 ? (int)((n_out2 + GN - 1) / GN) : 0;
     /* after the split activations: (Q4_K) the group sums, then (S > 1) the partials, each 16-byte aligned */
     const size_t sum_bytes = q4k ? ((size_t)Tp * (size_t)(in / 32) * sizeof(float) + 15) & ~(size_t)15 : 0;
     const size_t part_bytes = S > 1 ? (size_t)S * (size_t)T * (size_t)n_out * sizeof(float) : 0;
@@ -1285,11 +1305,12 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     float *xsum = q4k ? (float *)((uint8_t *)c->xs + sum_off) : NULL;
     float *part = S > 1 ? (float *)((uint8_t *)c->xs + sum_off + sum_bytes) : NULL;
     if (q4k) cuda_launch(k_gemm_xsum, (unsigned)Tp, 256, 0, c->stream, xp, in, T, Tp, xsum);
-    dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN), (unsigned)S);
+    dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)(ry + ry2), (unsigned)S);
     if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE, TM>>(WS_SMEM_T(TYPE)), "gemm wg: shared memory")))
         return st;
     cuda_launch(k_gemm_wg<TYPE, TM>, grid, WS_THREADS, WS_SMEM_T(TYPE), c->stream, W, rb, in, n_out, xp,
-                (const float *)xsum, (const float *)c->tc_scale, S > 1 ? part : y, T, S > 1 ? 0 : accumulate);
+                (const float *)xsum, (const float *)c->tc_scale, S > 1 ? part : y, T, S > 1 ? 0 : accumulate, W2,
+                n_out2, y2, ry);
     if (S > 1) {
         const int64_t n = T * n_out, nb = (n / 4 + 255) / 256;
         cuda_launch(k_gemm_ksum, (unsigned)(nb < 4 * c->sm_count ? nb : 4 * c->sm_count), 256, 0, c->stream,
@@ -1331,6 +1352,41 @@ int cuda_gemm_wg_fills(memra_backend *be, int64_t n_out) {
     const int64_t tiles = ((T + GM - 1) / GM) * ((n_out + GN - 1) / GN), sms = cuda_of(be)->sm_count;
     const int64_t waves = (tiles + sms - 1) / sms;
     return sms > 0 && tiles * 2 >= waves * sms; /* half of their waves (2026-12-03h; was 80% for the slower kernel) */
+}
+
+/* Whether cuda_gemm_tc_pair takes w1 and w2: both on the wgmma GEMM (and not
+ * on mmvg), of one type, layout and row length, and their joint grid needs
+ * no K split (wg_ksplit of the joint shape is 1, as it is for each of
+ * 27b's and 9b's gate / up alone, so the pair keeps their bits). A function
+ * of the shapes only. MEMRA_GEMM_PAIR=0: never. */
+int cuda_gemm_wg_pairs(memra_backend *be, const memra_weight *w1, const memra_weight *w2) {
+    static int on = -1;
+    const int64_t in = w1->ne[0];
+    return env_on("MEMRA_GEMM_PAIR", &on) && w1->type == w2->type && in == w2->ne[0] &&
+           cuda_weight_tm(be, w1) == cuda_weight_tm(be, w2) && w1->row_bytes == w2->row_bytes &&
+           cuda_gemm_wg_takes(w1->type, in, w1->ne[1]) && cuda_gemm_wg_takes(w2->type, in, w2->ne[1]) &&
+           wg_ksplit(w1->type, in, w1->ne[1] + w2->ne[1], cuda_of(be)->sm_count) == 1;
+}
+
+/* y1 = w1 x and y2 = w2 x (T >= 16 tokens) in one k_gemm_wg launch, after one
+ * k_gemm_xsplit (and k_gemm_xsum) of x: the two weights' row tiles share the
+ * grid's waves. Why: 27b's gate and up {5120, 17408} are 544 blocks each at
+ * T = 512, 4.1 waves on 132 SMs, so 10 waves for the two apart and 9
+ * together. Contract: cuda_gemm_wg_pairs(be, w1, w2). */
+memra_status cuda_gemm_tc_pair(memra_backend *be, const memra_weight *w1, const memra_weight *w2, const float *x,
+                               float *y1, float *y2, int64_t T) {
+    const int64_t in = w1->ne[0];
+    const size_t rb = w1->row_bytes;
+    const uint8_t *W1 = (const uint8_t *)w1->data, *W2 = (const uint8_t *)w2->data;
+    switch (w1->type) {
+    case MEMRA_TYPE_Q6_K:
+        return gemm_wg_run<MEMRA_TYPE_Q6_K, false>(be, W1, rb, in, w1->ne[1], x, y1, T, 0, W2, w2->ne[1], y2);
+    case MEMRA_TYPE_Q4_K:
+        return cuda_weight_tm(be, w1)
+                   ? gemm_wg_run<MEMRA_TYPE_Q4_K, true>(be, W1, rb, in, w1->ne[1], x, y1, T, 0, W2, w2->ne[1], y2)
+                   : gemm_wg_run<MEMRA_TYPE_Q4_K, false>(be, W1, rb, in, w1->ne[1], x, y1, T, 0, W2, w2->ne[1], y2);
+    default: return gemm_wg_run<MEMRA_TYPE_Q8_0, false>(be, W1, rb, in, w1->ne[1], x, y1, T, 0, W2, w2->ne[1], y2);
+    }
 }
 
 memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,

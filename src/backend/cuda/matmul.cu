@@ -419,8 +419,12 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     st = cuda_ws_reserve(be, xn_bytes + 2 * part);
     if (st) return st;
     float *g = (float *)((uint8_t *)cuda_of(be)->ws + xn_bytes), *u = (float *)((uint8_t *)g + part);
-    st = cuda_op_matmul(be, gate, x, g, T, 0);
-    if (!st) st = cuda_op_matmul(be, up, x, u, T, 0);
+    if (T >= MM_TC_MIN_T && path == 0 && !mmvg_path(be, up->type, in, n) && cuda_gemm_wg_pairs(be, gate, up)) {
+        st = cuda_gemm_tc_pair(be, gate, up, x, g, u, T); /* one launch for both: their waves shared */
+    } else {
+        st = cuda_op_matmul(be, gate, x, g, T, 0);
+        if (!st) st = cuda_op_matmul(be, up, x, u, T, 0);
+    }
     if (!st) st = cuda_op_swiglu(be, g, u, out, n, T);
     return st;
 }

@@ -67,10 +67,15 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
  * device, MEMRA_GEMM_WG not 0 */
 int cuda_gemm_wg_takes(uint32_t type, int64_t in, int64_t n_out);
 /* 1 when k_gemm_wg's 128 x 128 tiles of a 512-token matmul (the engine's
- * prefill batch) with n_out rows fill at least 80% of their waves (one
+ * prefill batch) with n_out rows fill at least half of their waves (one
  * tile per SM at a time). A function of the shape only, so that a path
  * choice never depends on T. */
 int cuda_gemm_wg_fills(memra_backend *be, int64_t n_out);
+/* 1 when cuda_gemm_tc_pair runs w1 and w2 (T >= 16) as one k_gemm_wg launch;
+ * a function of the shapes only */
+int cuda_gemm_wg_pairs(memra_backend *be, const memra_weight *w1, const memra_weight *w2);
+memra_status cuda_gemm_tc_pair(memra_backend *be, const memra_weight *w1, const memra_weight *w2, const float *x,
+                               float *y1, float *y2, int64_t T);
 
 /* rope.cu: the fused attention head op (backend.h qk_norm_rope_store) */
 memra_status cuda_op_qk_norm_rope_store(memra_backend *be, const memra_batch *b, float *q, int64_t q_tok_stride,
