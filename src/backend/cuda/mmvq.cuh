@@ -729,8 +729,8 @@ __device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *
  * MINB) for TYPE = Q4_K with every a.W tile-major; dynamic shared memory
  * mmvq_tm_smem_bytes(D, NP, TL, ks). Warp w: tile(s) as k_mmvq, super-blocks
  * [w nsb / ks, (w + 1) nsb / ks) through its ring of D slots. */
-template <int NP, int TL, int MINB, int D>
-__global__ void __launch_bounds__(32 * MMV_KS_MAX, MINB) k_mmvq_tm(mmv_args a, const uint8_t *__restrict__ buf) {
+template <int NP, int TL, int MINB, int D, int MAXT = 32 * MMV_KS_MAX>
+__global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_t *__restrict__ buf) {
     extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][TL][2304] rings, then [ks][TL][NP][16][8] floats */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
@@ -816,6 +816,19 @@ static cudaError_t mmvq_launch_k(const mmv_args &a, const uint8_t *buf, cudaStre
     return cudaLaunchKernelEx(&cfg, K, a, buf);
 }
 
+/* Rows of 6,144 (ks = 6: 27b's ssm_out and attn_output {6144, 5120}, 320
+ * blocks) take k_mmvq_tm at 3 blocks an SM (192 threads, <= 113 registers)
+ * instead of 2 (114 registers against the bound of 128): 396 slots for the
+ * 320 blocks instead of 264 (ncu: 1.21 waves, DRAM at 27% of peak,
+ * 2026-12-06c run 7). The same arithmetic, so the same bits (27b logits
+ * cmp-equal); ptxas gives it 90 registers, no spills. H100, 27b q4_k_m
+ * decode@0: 103.4 / 103.5 -> 105.0 / 105.0 tok/s (run 8).
+ * MEMRA_MMVQ_TM3=0: the 2-block kernel. */
+static inline int mmvq_tm3(void) {
+    static int on = -1;
+    return env_on("MEMRA_MMVQ_TM3", &on);
+}
+
 template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
     if constexpr (TYPE == MEMRA_TYPE_Q4_K) {
@@ -825,6 +838,11 @@ static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStr
                     return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, 4>>(a, buf, s, ks, pdl,
                                                                      mmvq_tm_smem_bytes(4, NP, TL, ks),
                                                                      mmvq_tm_smem_bytes(4, NP, TL, MMV_KS_MAX));
+            if constexpr (TL == 1 && NP == 1)
+                if (ks == 6 && mmvq_tm3()) /* 3 blocks of 6 warps an SM (mmvq_tm3) */
+                    return mmvq_launch_k<k_mmvq_tm<1, 1, 3, MMVQ_TM_D, 192>>(
+                        a, buf, s, ks, pdl, mmvq_tm_smem_bytes(MMVQ_TM_D, 1, 1, ks),
+                        mmvq_tm_smem_bytes(MMVQ_TM_D, 1, 1, 6));
             return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D>>(a, buf, s, ks, pdl,
                                                                      mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, ks),
                                                                      mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, MMV_KS_MAX));
