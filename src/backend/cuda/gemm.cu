@@ -1372,7 +1372,9 @@ int cuda_gemm_wg_pairs(memra_backend *be, const memra_weight *w1, const memra_we
  * k_gemm_xsplit (and k_gemm_xsum) of x: the two weights' row tiles share the
  * grid's waves. Why: 27b's gate and up {5120, 17408} are 544 blocks each at
  * T = 512, 4.1 waves on 132 SMs, so 10 waves for the two apart and 9
- * together. Contract: cuda_gemm_wg_pairs(be, w1, w2). */
+ * together. matmul_swiglu takes it for gate and up, matmul_multi for two
+ * weights that would each run cuda_gemm_tc (the GDN in-projections qkv and
+ * z). Contract: cuda_gemm_wg_pairs(be, w1, w2). */
 memra_status cuda_gemm_tc_pair(memra_backend *be, const memra_weight *w1, const memra_weight *w2, const float *x,
                                float *y1, float *y2, int64_t T) {
     const int64_t in = w1->ne[0];

@@ -339,8 +339,14 @@ static memra_status multi_groups(memra_backend *be, int n, const memra_weight *c
         if (fused[i] < 0) continue; /* launched with an earlier weight of its type */
         if (only && (fused[i] == 3) != (only == 2)) continue;
         if (!fused[i]) {
-            memra_status st = cuda_op_matmul(be, w[i], x, y[i], T, 0);
+            /* two GEMM weights of one type and row length (27b's GDN qkv and z) share a launch and x's split
+             * (cuda_gemm_tc_pair: the same bits where their joint grid takes the K split they took apart) */
+            int k = i + 1;
+            while (T >= MM_TC_MIN_T && k < n && (fused[k] != 0 || !cuda_gemm_wg_pairs(be, w[i], w[k]))) k++;
+            memra_status st = T >= MM_TC_MIN_T && k < n ? cuda_gemm_tc_pair(be, w[i], w[k], x, y[i], y[k], T)
+                                                        : cuda_op_matmul(be, w[i], x, y[i], T, 0);
             if (st) return st;
+            if (T >= MM_TC_MIN_T && k < n) fused[k] = -1;
             continue;
         }
         const int path = fused[i];
