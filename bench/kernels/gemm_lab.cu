@@ -75,19 +75,18 @@ static void wg_free(wg_run *r) {
 static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out, const wg_run &r, float *y,
                       int accumulate) {
     const dim3 g((unsigned)((r.n + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN), (unsigned)g_ks);
-    float *yf = y;
-    const int accf = accumulate;
-    if (g_ks > 1) y = r.part, accumulate = 0;
+    float *yo = g_ks > 1 ? r.part : y; /* the K split's partials, summed into y by k_gemm_ksum */
+    const int acc = g_ks > 1 ? 0 : accumulate;
     if (type == MEMRA_TYPE_Q4_K)
-        k_gemm_wg<MEMRA_TYPE_Q4_K>
-            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate, nullptr, 0, nullptr, 0);
+        k_gemm_wg<MEMRA_TYPE_Q4_K><<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, yo, r.n, acc,
+                                                              nullptr, 0, nullptr, 0);
     else if (type == MEMRA_TYPE_Q6_K)
-        k_gemm_wg<MEMRA_TYPE_Q6_K><<<g, WS_THREADS, WS_SMEM_T(MEMRA_TYPE_Q6_K)>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum,
-                                                                               r.xs, y, r.n, accumulate, nullptr, 0, nullptr, 0);
+        k_gemm_wg<MEMRA_TYPE_Q6_K><<<g, WS_THREADS, WS_SMEM_T(MEMRA_TYPE_Q6_K)>>>(
+            m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, yo, r.n, acc, nullptr, 0, nullptr, 0);
     else
-        k_gemm_wg<MEMRA_TYPE_Q8_0>
-            <<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, y, r.n, accumulate, nullptr, 0, nullptr, 0);
-    if (g_ks > 1) k_gemm_ksum<<<4 * 132, 256>>>(r.part, g_ks, r.n * n_out, yf, accf);
+        k_gemm_wg<MEMRA_TYPE_Q8_0><<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, yo, r.n, acc,
+                                                              nullptr, 0, nullptr, 0);
+    if (g_ks > 1) k_gemm_ksum<<<4 * 132, 256>>>(r.part, g_ks, r.n * n_out, y, accumulate);
 }
 
 /* max over i < n of |a[i] - b[i]| (infinite when either is not finite), and max |b| into *bmax */
