@@ -874,6 +874,31 @@ static inline int mmvq_tl(bool swiglu) {
     return mode ? mode : swiglu ? 2 : 1;
 }
 
+/* Warps a block for a launch of `blocks` blocks of rows of nsb super-blocks:
+ * mmv_ks(nsb), or with MEMRA_MMVQ_WIDE=1 (NOT YET RUN on a GPU), where the
+ * grid has fewer blocks than the device has SMs, 2 super-blocks a warp (up
+ * to MMV_KS_MAX warps). Why: 35b-a3b's ssm_out and attn_output {4096,
+ * 2048} are 128 blocks of 4 warps, one block on most SMs, and ran at 19% of
+ * copy (ncu, bench/results/2026-12-06b-h100.md): 8 warps an SM would have
+ * twice the bytes in flight. A function of the shape and the SM count,
+ * never of T; a different K split than mmv_ks's, so other bits. */
+static inline int mmvq_ks(int nsb, int blocks) {
+    static int wide = -1, sms = 0;
+    if (wide < 0) {
+        const char *e = getenv("MEMRA_MMVQ_WIDE");
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            sms = 0;
+        (void)cudaGetLastError(); /* a failed query must not be reported by the next launch check */
+        wide = e && !strcmp(e, "1");
+    }
+    const int ks = mmv_ks(nsb);
+    if (!wide || blocks >= sms) return ks;
+    const int k2 = nsb / 2 > MMV_KS_MAX ? MMV_KS_MAX : nsb / 2;
+    return k2 > ks ? k2 : ks;
+}
+
 /* The prep and the matvec of a T < 16 launch of `type` rows (Q4_K or Q6_K)
  * (blk0 from mmv_blocks); buf is the backend's mq buffer. pdl: the
  * matvec launches with programmatic stream serialization (sm_90+), so it
@@ -881,15 +906,17 @@ static inline int mmvq_tl(bool swiglu) {
  * predecessor. */
 template <int TYPE>
 static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaStream_t s, bool pdl) {
-    const int ks = mmv_ks((int)(a0.in / 256));
+    const int nsb = (int)(a0.in / 256);
     if (mmvq_tl(a0.swiglu) == 1) {
         mmv_args a = a0;
         mmvq_blocks1(&a);
+        const int ks = mmvq_ks(nsb, a.blk0[4]);
         if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl);
         if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl);
         if (a.T <= 8) return mmvq_launch_np<TYPE, 4, 1, 1>(a, buf, s, ks, pdl);
         return mmvq_launch_np<TYPE, 8, 1, 1>(a, buf, s, ks, pdl);
     }
+    const int ks = mmvq_ks(nsb, a0.blk0[4]);
     if (a0.T <= 2) return mmvq_launch_np<TYPE, 1, 2, 2>(a0, buf, s, ks, pdl);
     if (a0.T <= 4) return mmvq_launch_np<TYPE, 2, 2, 1>(a0, buf, s, ks, pdl);
     if (a0.T <= 8) return mmvq_launch_np<TYPE, 4, 2, 1>(a0, buf, s, ks, pdl);
