@@ -887,10 +887,12 @@ static inline int mmvq_ks(int nsb, int blocks) {
     if (wide < 0) {
         const char *e = getenv("MEMRA_MMVQ_WIDE");
         int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        if (e && !strcmp(e, "1") &&
+            (cudaGetDevice(&dev) != cudaSuccess ||
+             cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
             sms = 0;
-        (void)cudaGetLastError(); /* a failed query must not be reported by the next launch check */
+            (void)cudaGetLastError(); /* the failed query must not be reported by the next launch check */
+        }
         wide = e && !strcmp(e, "1");
     }
     const int ks = mmv_ks(nsb);
