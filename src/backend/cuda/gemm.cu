@@ -1321,6 +1321,24 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
                                                        : "gemm wg q8_0");
 }
 
+/* gemm_wg_run for w's type and layout (cuda_gemm_wg_takes: Q8_0, Q4_K or Q6_K), with w2 (of the same type and
+ * layout) into y2 when given */
+static memra_status gemm_wg_typed(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
+                                  int accumulate, const memra_weight *w2 = NULL, float *y2 = NULL) {
+    const int64_t in = w->ne[0], n_out = w->ne[1], n2 = w2 ? w2->ne[1] : 0;
+    const size_t rb = w->row_bytes;
+    const uint8_t *W = (const uint8_t *)w->data, *W2 = w2 ? (const uint8_t *)w2->data : NULL;
+    switch (w->type) {
+    case MEMRA_TYPE_Q6_K:
+        return gemm_wg_run<MEMRA_TYPE_Q6_K, false>(be, W, rb, in, n_out, x, y, T, accumulate, W2, n2, y2);
+    case MEMRA_TYPE_Q4_K:
+        return cuda_weight_tm(be, w)
+                   ? gemm_wg_run<MEMRA_TYPE_Q4_K, true>(be, W, rb, in, n_out, x, y, T, accumulate, W2, n2, y2)
+                   : gemm_wg_run<MEMRA_TYPE_Q4_K, false>(be, W, rb, in, n_out, x, y, T, accumulate, W2, n2, y2);
+    default: return gemm_wg_run<MEMRA_TYPE_Q8_0, false>(be, W, rb, in, n_out, x, y, T, accumulate, W2, n2, y2);
+    }
+}
+
 /* k_gemm_wg's device: compute capability 9.0, which runs the sm_90a code
  * (the only Hopper build: see the #error above k_gemm_wg). Asked once; one
  * device per process. */
@@ -1377,18 +1395,7 @@ int cuda_gemm_wg_pairs(memra_backend *be, const memra_weight *w1, const memra_we
  * z). Contract: cuda_gemm_wg_pairs(be, w1, w2). */
 memra_status cuda_gemm_tc_pair(memra_backend *be, const memra_weight *w1, const memra_weight *w2, const float *x,
                                float *y1, float *y2, int64_t T) {
-    const int64_t in = w1->ne[0];
-    const size_t rb = w1->row_bytes;
-    const uint8_t *W1 = (const uint8_t *)w1->data, *W2 = (const uint8_t *)w2->data;
-    switch (w1->type) {
-    case MEMRA_TYPE_Q6_K:
-        return gemm_wg_run<MEMRA_TYPE_Q6_K, false>(be, W1, rb, in, w1->ne[1], x, y1, T, 0, W2, w2->ne[1], y2);
-    case MEMRA_TYPE_Q4_K:
-        return cuda_weight_tm(be, w1)
-                   ? gemm_wg_run<MEMRA_TYPE_Q4_K, true>(be, W1, rb, in, w1->ne[1], x, y1, T, 0, W2, w2->ne[1], y2)
-                   : gemm_wg_run<MEMRA_TYPE_Q4_K, false>(be, W1, rb, in, w1->ne[1], x, y1, T, 0, W2, w2->ne[1], y2);
-    default: return gemm_wg_run<MEMRA_TYPE_Q8_0, false>(be, W1, rb, in, w1->ne[1], x, y1, T, 0, W2, w2->ne[1], y2);
-    }
+    return gemm_wg_typed(be, w1, x, y1, T, 0, w2, y2);
 }
 
 memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
@@ -1404,14 +1411,7 @@ memra_status cuda_gemm_tc(memra_backend *be, const memra_weight *w, const float 
                     (const float *)w->data, in, n_out, x, y, T, accumulate);
         return CUDA_LAUNCHED(be, "gemm f32");
     }
-    if (cuda_gemm_wg_takes(w->type, in, n_out)) {
-        if (w->type == MEMRA_TYPE_Q6_K)
-            return gemm_wg_run<MEMRA_TYPE_Q6_K, false>(be, W, rb, in, n_out, x, y, T, accumulate);
-        if (w->type != MEMRA_TYPE_Q4_K)
-            return gemm_wg_run<MEMRA_TYPE_Q8_0, false>(be, W, rb, in, n_out, x, y, T, accumulate);
-        return tm ? gemm_wg_run<MEMRA_TYPE_Q4_K, true>(be, W, rb, in, n_out, x, y, T, accumulate)
-                  : gemm_wg_run<MEMRA_TYPE_Q4_K, false>(be, W, rb, in, n_out, x, y, T, accumulate);
-    }
+    if (cuda_gemm_wg_takes(w->type, in, n_out)) return gemm_wg_typed(be, w, x, y, T, accumulate);
     static int q8_on = -1;
     if (!narrow && w->type == MEMRA_TYPE_Q8_0 && in % GK == 0 && env_on("MEMRA_GEMM_Q8", &q8_on))
         return gemm_q8_run(be, W, rb, in, n_out, x, y, T, accumulate);

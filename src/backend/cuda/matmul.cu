@@ -343,10 +343,11 @@ static memra_status multi_groups(memra_backend *be, int n, const memra_weight *c
              * (cuda_gemm_tc_pair: the same bits where their joint grid takes the K split they took apart) */
             int k = i + 1;
             while (T >= MM_TC_MIN_T && k < n && (fused[k] != 0 || !cuda_gemm_wg_pairs(be, w[i], w[k]))) k++;
-            memra_status st = T >= MM_TC_MIN_T && k < n ? cuda_gemm_tc_pair(be, w[i], w[k], x, y[i], y[k], T)
-                                                        : cuda_op_matmul(be, w[i], x, y[i], T, 0);
+            const bool pair = T >= MM_TC_MIN_T && k < n;
+            memra_status st = pair ? cuda_gemm_tc_pair(be, w[i], w[k], x, y[i], y[k], T)
+                                   : cuda_op_matmul(be, w[i], x, y[i], T, 0);
             if (st) return st;
-            if (T >= MM_TC_MIN_T && k < n) fused[k] = -1;
+            if (pair) fused[k] = -1;
             continue;
         }
         const int path = fused[i];
@@ -425,7 +426,8 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     st = cuda_ws_reserve(be, xn_bytes + 2 * part);
     if (st) return st;
     float *g = (float *)((uint8_t *)cuda_of(be)->ws + xn_bytes), *u = (float *)((uint8_t *)g + part);
-    if (T >= MM_TC_MIN_T && path == 0 && !mmvg_path(be, up->type, in, n) && cuda_gemm_wg_pairs(be, gate, up)) {
+    /* path 0 with one type and layout: both weights off mmvg (the pair checks type and layout) */
+    if (T >= MM_TC_MIN_T && path == 0 && cuda_gemm_wg_pairs(be, gate, up)) {
         st = cuda_gemm_tc_pair(be, gate, up, x, g, u, T); /* one launch for both: their waves shared */
     } else {
         st = cuda_op_matmul(be, gate, x, g, T, 0);

@@ -886,14 +886,14 @@ static inline int mmvq_ks(int nsb, int blocks) {
     static int wide = -1, sms = 0;
     if (wide < 0) {
         const char *e = getenv("MEMRA_MMVQ_WIDE");
+        const int on = e && !strcmp(e, "1");
         int dev = 0;
-        if (e && !strcmp(e, "1") &&
-            (cudaGetDevice(&dev) != cudaSuccess ||
-             cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
+        if (on && (cudaGetDevice(&dev) != cudaSuccess ||
+                   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
             sms = 0;
             (void)cudaGetLastError(); /* the failed query must not be reported by the next launch check */
         }
-        wide = e && !strcmp(e, "1");
+        wide = on;
     }
     const int ks = mmv_ks(nsb);
     if (!wide || blocks >= sms) return ks;
