@@ -21,6 +21,9 @@
  * - Q8_0: k_gemm_q8's token 0 against the CPU, and k_gemm_wg within 1e-6 of
  *   max|y| of k_gemm_q8 (the order inside a wgmma k16 step is the
  *   hardware's).
+ * - LAB_DUMP=FILE / LAB_CMP=FILE: the T-token result written, or held bit
+ *   for bit to a file another build wrote (a change that moves data, not
+ *   arithmetic, must keep every bit).
  * Times: median of 15 single launches after an L2 flush; k_gemm_xsplit and
  * k_gemm_xsum are not included. Exit status 1 when a check fails.
  *
@@ -147,6 +150,22 @@ int main(int argc, char **argv) {
     }
     printf("k_gemm_wg: token 0 vs CPU %.2e %s; tokens 64-163 alone: %s\n", wg_cpu, wg_cpu <= 3e-4 ? "ok" : "FAIL",
            wg_inv < 0 ? "-" : wg_inv ? "same bits" : "DIFFER");
+    /* LAB_DUMP=FILE writes the T-token result; LAB_CMP=FILE holds it to such a file bit for bit (another build of
+     * the kernel on the same shape, type, T and K split: the inputs are seeded) */
+    if (getenv("LAB_DUMP")) {
+        FILE *f = fopen(getenv("LAB_DUMP"), "wb");
+        if (!f || fwrite(h2, sizeof(float), ny, f) != ny) return fprintf(stderr, "gemm_lab: cannot write dump\n"), 1;
+        fclose(f);
+    }
+    if (getenv("LAB_CMP")) {
+        float *hc = (float *)malloc(sizeof(float) * ny);
+        FILE *f = fopen(getenv("LAB_CMP"), "rb");
+        const int same = f && fread(hc, sizeof(float), ny, f) == ny && !memcmp(hc, h2, sizeof(float) * ny);
+        if (f) fclose(f);
+        ok &= same;
+        printf("k_gemm_wg against %s: %s\n", getenv("LAB_CMP"), same ? "same bits" : "DIFFER");
+        free(hc);
+    }
 
     /* accumulate = 1: preset + product */
     {
