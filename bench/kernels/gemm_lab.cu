@@ -21,6 +21,9 @@
  * - Q8_0: k_gemm_q8's token 0 against the CPU, and k_gemm_wg within 1e-6 of
  *   max|y| of k_gemm_q8 (the order inside a wgmma k16 step is the
  *   hardware's).
+ * - LAB_XT=1: Q8_0 and Q4_K through k_gemm_wg's TMA variant (x tiles by TMA,
+ *   a raw-weight ring of each producer's own; the same arithmetic, so the
+ *   same bits: check with LAB_CMP against a dump of the default);
  * - LAB_DUMP=FILE / LAB_CMP=FILE: the T-token result written, or held bit
  *   for bit to a file another build wrote (a change that moves data, not
  *   arithmetic, must keep every bit).
@@ -51,6 +54,7 @@ struct wg_run {
 };
 
 static int g_ks = 1; /* LAB_KS: k_gemm_wg's K split S (gridDim.z; 1 = none), then k_gemm_ksum */
+static int g_xt = 0; /* LAB_XT=1: Q8_0 and Q4_K take k_gemm_wg's TMA variant (XT) */
 
 static wg_run wg_prepare(const lab_mv &m, uint32_t type, int64_t in, int64_t first, int64_t n, int64_t n_out) {
     wg_run r;
@@ -80,15 +84,21 @@ static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out,
     const dim3 g((unsigned)((r.n + GM - 1) / GM), (unsigned)((n_out + GN - 1) / GN), (unsigned)g_ks);
     float *yo = g_ks > 1 ? r.part : y; /* the K split's partials, summed into y by k_gemm_ksum */
     const int acc = g_ks > 1 ? 0 : accumulate;
-    if (type == MEMRA_TYPE_Q4_K)
-        k_gemm_wg<MEMRA_TYPE_Q4_K><<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, yo, r.n, acc,
-                                                              nullptr, 0, nullptr, 0);
+    CUtensorMap xm;
+    memset(&xm, 0, sizeof xm);
+    if (g_xt) CK(wg_xmap(r.xp, r.n, in, &xm));
+#define WG_ARGS m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, yo, r.n, acc, nullptr, 0, nullptr, 0, xm
+    if (type == MEMRA_TYPE_Q4_K && g_xt)
+        k_gemm_wg<MEMRA_TYPE_Q4_K, false, true><<<g, WS_THREADS, WS_SMEM_TX(MEMRA_TYPE_Q4_K, true)>>>(WG_ARGS);
+    else if (type == MEMRA_TYPE_Q4_K)
+        k_gemm_wg<MEMRA_TYPE_Q4_K><<<g, WS_THREADS, WS_SMEM>>>(WG_ARGS);
     else if (type == MEMRA_TYPE_Q6_K)
-        k_gemm_wg<MEMRA_TYPE_Q6_K><<<g, WS_THREADS, WS_SMEM_T(MEMRA_TYPE_Q6_K)>>>(
-            m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, yo, r.n, acc, nullptr, 0, nullptr, 0);
+        k_gemm_wg<MEMRA_TYPE_Q6_K><<<g, WS_THREADS, WS_SMEM_T(MEMRA_TYPE_Q6_K)>>>(WG_ARGS);
+    else if (g_xt)
+        k_gemm_wg<MEMRA_TYPE_Q8_0, false, true><<<g, WS_THREADS, WS_SMEM_TX(MEMRA_TYPE_Q8_0, true)>>>(WG_ARGS);
     else
-        k_gemm_wg<MEMRA_TYPE_Q8_0><<<g, WS_THREADS, WS_SMEM>>>(m.dw, m.rb, in, n_out, r.xp, r.xsum, r.xs, yo, r.n, acc,
-                                                              nullptr, 0, nullptr, 0);
+        k_gemm_wg<MEMRA_TYPE_Q8_0><<<g, WS_THREADS, WS_SMEM>>>(WG_ARGS);
+#undef WG_ARGS
     if (g_ks > 1) k_gemm_ksum<<<4 * 132, 256>>>(r.part, g_ks, r.n * n_out, y, accumulate);
 }
 
@@ -112,11 +122,12 @@ int main(int argc, char **argv) {
                                                                  : MEMRA_TYPE_Q8_0;
     const bool q8 = type == MEMRA_TYPE_Q8_0;
     if (getenv("LAB_KS")) g_ks = atoi(getenv("LAB_KS"));
+    g_xt = getenv("LAB_XT") && !strcmp(getenv("LAB_XT"), "1") && type != MEMRA_TYPE_Q6_K;
     if (g_ks < 1 || (in / 64) % ((q8 ? 1 : 4) * g_ks)) return fprintf(stderr, "gemm_lab: bad LAB_KS %d\n", g_ks), 1;
     if (in % (q8 ? 64 : 256) || T < 1) return fprintf(stderr, "gemm_lab: in %% %d != 0\n", q8 ? 64 : 256), 1;
     const double copy = lab_init();
-    printf("gemm_lab: T %d, {%lld, %lld} %s, K split %d; copy %.0f GB/s\n", T, (long long)in, (long long)n_out,
-           memra_type_name(type), g_ks, copy);
+    printf("gemm_lab: T %d, {%lld, %lld} %s, K split %d%s; copy %.0f GB/s\n", T, (long long)in, (long long)n_out,
+           memra_type_name(type), g_ks, g_xt ? ", TMA (XT)" : "", copy);
     lab_mv m = lab_mv_make(type, in, n_out, T, 97);
     const double flop = 2.0 * T * (double)in * (double)n_out;
     const size_t ny = (size_t)T * n_out;
@@ -124,6 +135,10 @@ int main(int argc, char **argv) {
     CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM));
     CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             WS_SMEM_T(MEMRA_TYPE_Q6_K)));
+    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q4_K, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            WS_SMEM_TX(MEMRA_TYPE_Q4_K, true)));
+    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q8_0, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            WS_SMEM_TX(MEMRA_TYPE_Q8_0, true)));
     int ok = 1;
 
     /* token 0 against the CPU; tokens 64 .. 163 alone give the same bits */

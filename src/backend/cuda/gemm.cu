@@ -43,7 +43,9 @@
  * Tile-major Q4_K weights (common.cuh): k_gemm, k_gemm_wg and the narrow
  * path's matvec take TM = true and read the same blocks at their addresses
  * there (the same bits as in the file's layout). */
+#include <cuda.h> /* CUtensorMap and its enums (types only: the encoder is reached through cudart) */
 #include <cuda_fp16.h>
+#include <cudaTypedefs.h>
 
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/ops.cuh"
@@ -693,10 +695,29 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
 #define WS_RAW6 160 /* Q6_K: 64 ql, 32 qh and the 18-byte tail (scales, d) bytes a row and step, each run copied
                       from the 16-byte boundary below it (5 + 3 + 2 chunks) */
 #define WS_RAW_T(TY) ((TY) == MEMRA_TYPE_Q6_K ? WS_RAW6 : WS_RAW)
+/* XT (Q8_0, Q4_K; wg_xt): the x tiles and group sums come by TMA into the stage, and the raw weight bytes go to a
+ * ring of each producer's own, WS_R_T slots deep, outside the stages */
+#define WS_XT_T(TY) ((TY) != MEMRA_TYPE_Q6_K)
+#define WS_RAWX_T(TY) ((TY) == MEMRA_TYPE_Q4_K ? 48 : WS_RAW_T(TY)) /* XT: raw bytes a row and step (Q4_K: 3 chunks) */
+#define WS_R_T(TY) ((TY) == MEMRA_TYPE_Q4_K ? 4 : 3)                  /* XT: raw ring slots a producer */
 #define WS_STAGE_T(TY) ((WS_RW + GN * WS_RAW_T(TY) + 1023) / 1024 * 1024)
-#define WS_SMEM_T(TY) (WS_D * WS_STAGE_T(TY) + 16 * WS_D + 1024) /* + the mbarriers, + alignment slack */
-#define WS_STAGE WS_STAGE_T(MEMRA_TYPE_Q8_0)                     /* Q8_0 and Q4_K */
+#define WS_STAGEX_T(TY) ((WS_RW + 1023) / 1024 * 1024) /* XT: a stage without the raw bytes */
+#define WS_RING_T(TY) (WS_NP * WS_R_T(TY) * GN * WS_RAWX_T(TY))
+#define WS_SMEM_TX(TY, XT)                                                                                     \
+    ((XT) ? WS_D * WS_STAGEX_T(TY) + WS_RING_T(TY) + 16 * WS_D + 1024 /* + the mbarriers, + alignment slack */ \
+          : WS_D * WS_STAGE_T(TY) + 16 * WS_D + 1024)
+#define WS_SMEM_T(TY) WS_SMEM_TX(TY, WS_XT_T(TY))
+#define WS_STAGE WS_STAGE_T(MEMRA_TYPE_Q8_0) /* Q8_0 and Q4_K */
 #define WS_SMEM WS_SMEM_T(MEMRA_TYPE_Q8_0)
+
+/* One TMA copy of a 2-D box of the tensor map (x: the 64-column step c0, tokens from c1, a 128 x 128-byte tile in
+ * the 128-byte swizzle, which is wg_sw's layout) into shared dst, completing on bar */
+__device__ __forceinline__ void wg_tma2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3}], [%4];" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
 
 /* 16-byte cp.async of which only the first n bytes are read (the rest zero-filled) */
 __device__ __forceinline__ void ws_cp16n(void *sdst, const void *gsrc, int n) {
@@ -738,12 +759,12 @@ __device__ __forceinline__ void ws_arrive(uint32_t bar) {
  * TFLOP/s useful at {17408, 5120}, S = 4, against 145 for Q4_K; 2026-12-06c
  * runs 4-5): its four 16-column groups a step each end in a readback of the
  * accumulators, against Q4_K's two. MEMRA_GEMM_Q6=0 keeps it on mmvg. */
-template <int TYPE, bool TM = false>
+template <int TYPE, bool TM = false, bool XT = false>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     k_gemm_wg(const uint8_t *__restrict__ W1, size_t row_bytes, int64_t in, int64_t n_out1,
               const __half *__restrict__ xp, const float *__restrict__ xsum, const float *__restrict__ xscale,
               float *__restrict__ y1, int64_t T, int accumulate, const uint8_t *__restrict__ W2, int64_t n_out2,
-              float *__restrict__ y2, int ry) {
+              float *__restrict__ y2, int ry, const __grid_constant__ CUtensorMap xmap) {
     pdl_start();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     /* the block's weight: W1 for row tiles blockIdx.y < ry, else (when W2 is given) W2 from its row 0 */
@@ -752,7 +773,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const int64_t n_out = second ? n_out2 : n_out1;
     float *const y = second ? y2 : y1;
     constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K, Q6K = TYPE == MEMRA_TYPE_Q6_K;
-    constexpr int STAGE = WS_STAGE_T(TYPE), RAW = WS_RAW_T(TYPE);
+    static_assert(!XT || WS_XT_T(TYPE), "k_gemm_wg: Q6_K has no TMA variant");
+    constexpr int STAGE = XT ? WS_STAGEX_T(TYPE) : WS_STAGE_T(TYPE), RAW = XT ? WS_RAWX_T(TYPE) : WS_RAW_T(TYPE);
+    constexpr int R = WS_R_T(TYPE); /* XT: raw ring slots a producer */
     /* a consumer thread's registers: the rest of the block's (ptxas: no spills) */
     constexpr int PREG = WS_PREG_T(TYPE), CREG = (WS_ENTRY * WS_THREADS - 128 * WS_NP * PREG) / 256 / 8 * 8;
     extern __shared__ uint8_t wg_raw[];
@@ -760,7 +783,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
      * loads in the shared space (a pointer from an integer made them generic loads) */
     uint8_t *sm = wg_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(wg_raw) & 1023u)) & 1023u);
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
-    const uint32_t full = sbase + WS_D * STAGE, empty = full + 8 * WS_D; /* an mbarrier per stage */
+    /* an mbarrier per stage, after the stages (XT: and the raw rings) */
+    const uint32_t full = sbase + WS_D * STAGE + (XT ? WS_RING_T(TYPE) : 0), empty = full + 8 * WS_D;
     const int tid = threadIdx.x;
     const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)((int)blockIdx.y - (second ? ry : 0)) * GN;
     const int64_t nk = in / GK;
@@ -772,7 +796,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const int64_t Tp = (T + GM - 1) / GM * GM;
     if (tid == 0) {
         for (int s = 0; s < WS_D; s++) {
-            mbar_init<128>(full + 8 * s);
+            mbar_init<XT ? 129 : 128>(full + 8 * s); /* XT: + the TMA thread's expect_tx arrival */
             mbar_init<8>(empty + 8 * s);
         }
         mbar_init_fence();
@@ -785,7 +809,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const uint8_t *wrow = W + (wok ? r0 + i : 0) * row_bytes;
         /* Copies, coalesced (consecutive threads read consecutive 16-byte chunks): the raw rows as chunk k = i + 128
          * m of the tile's 5 (Q8_0) or 3 (Q4_K) a row, the x tiles as chunk i % 8 of tokens i / 8 + 16 q. */
-        auto copy = [&](int64_t kt) { /* step kt's raw rows, x tiles and (Q4_K) sums into its stage */
+        /* XT: producer pw's ring slot of step kt (its own steps kb + pw, kb + pw + WS_NP, .. in turn) */
+        auto rslot = [&](int64_t kt) {
+            return sm + WS_D * STAGE + (size_t)(pw * R + (int)(((kt - kb) / WS_NP) % R)) * (GN * RAW);
+        };
+        auto copy = [&](int64_t kt) { /* step kt's raw rows, x tiles and (Q4_K) sums into its stage (XT: raw only) */
             uint8_t *st = sm + sl(kt) * STAGE;
             int i = tid & 127; /* opaque to the compiler: the addresses are recomputed each step (a few integer ops)
                           * instead of 20+ pointers held over the loop in the producer's 40 registers */
@@ -795,7 +823,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             for (int m = 0; m < NC; m++) {
                 const int k = i + 128 * m, row = k / NC, ch = k - NC * row;
                 const uint8_t *w = W + (r0 + row < n_out ? r0 + row : 0) * row_bytes;
-                uint8_t *raw = st + WS_RW + RAW * row + 16 * ch;
+                uint8_t *raw = (XT ? rslot(kt) : st + WS_RW) + RAW * row + 16 * ch;
                 if (Q6K) { /* quarter q = kt % 4 of super-block kt / 4: ql[64 (q / 2) ..] (chunks 0-4), qh[32 (q / 2)
                             * ..] (5-7), the tail from byte 192 (8-9), each from the 16-byte boundary below */
                     const uint8_t *b = w + 210 * (kt >> 2);
@@ -812,6 +840,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                     ws_cp16n(raw, a + 16 * ch, ch < 4 ? 16 : (int)(p - a) + 4);
                 }
             }
+            if (XT) return;
             if (Q4K && i < 64) /* group 2 kt + i / 32, tokens 4 (i % 32) .. + 3 */
                 mmv_cp16(st + WS_XS + 16 * i, xsum + (2 * kt + (i >> 5)) * Tp + t0 + 4 * (i & 31));
 #pragma unroll
@@ -825,7 +854,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         };
         auto convert = [&](int64_t kt) { /* row i of step kt's fp16 tile and its group scales (mins) */
             uint8_t *st = sm + sl(kt) * STAGE;
-            const uint8_t *raw = st + WS_RW + RAW * i;
+            const uint8_t *raw = (XT ? rslot(kt) : st + WS_RW) + RAW * i;
             float *sc = (float *)(st + WS_SC);
             if (Q6K) {
                 /* the three runs sit at one offset o from their 16-byte boundaries (64 n, 128 + 32 n, 192 are
@@ -899,6 +928,43 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                 }
             }
         };
+        if constexpr (XT) {
+            /* Step kt's x tiles (and Q4_K sums) by TMA, issued by one thread once the stage is free: they complete
+             * on its full barrier, with no producer waiting for them. */
+            auto tma = [&](int64_t kt) {
+                const uint32_t st = sbase + sl(kt) * STAGE, bar = full + 8 * sl(kt);
+                mbar_expect_tx(bar, 2 * WG_XT + (Q4K ? 2 * GM * 4 : 0));
+                wg_tma2d(st, &xmap, (int)(64 * kt), (int)t0, bar);               /* x hi: tokens t0 .. */
+                wg_tma2d(st + WS_XL, &xmap, (int)(64 * kt), (int)(T + t0), bar); /* x lo: rows T + t0 .. */
+                if (Q4K)
+#pragma unroll
+                    for (int g = 0; g < 2; g++)
+                        bulk_g2s_n<GM * 4>(st + WS_XS + GM * 4 * g, xsum + (2 * kt + g) * Tp + t0, bar);
+            };
+            /* The raw bytes of this producer's own steps n = 0, 1, .. go R - 1 ahead through its ring: at own step
+             * n, once every thread is done with step n - 1's slot (the bar.sync), that slot takes step n + R - 1. */
+#pragma unroll 1
+            for (int n = 0; n < R - 1; n++) {
+                if (kb + pw + WS_NP * n < ke) copy(kb + pw + WS_NP * n);
+                mmv_cp_commit();
+            }
+            if (tid == 128 * pw && kb + pw < ke) tma(kb + pw); /* stage pw: fresh */
+            for (int64_t kt = kb + pw; kt < ke; kt += WS_NP) {
+                mmv_cp_wait<R - 2>();                                       /* this thread's raw copies of step kt, */
+                asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* every thread's; step kt - 2 done */
+                if (kt + WS_NP * (R - 1) < ke) copy(kt + WS_NP * (R - 1));
+                mmv_cp_commit();
+                convert(kt);
+                wg_proxy_fence(); /* its stores, to the consumers' wgmma */
+                ws_arrive(full + 8 * sl(kt));
+                const int64_t j = kt + WS_NP; /* this producer's next step: its stage, once free, takes its x */
+                if (j < ke) {
+                    if (j - kb >= WS_D) mbar_wait(empty + 8 * sl(j), ph(j) ^ 1u);
+                    if (tid == 128 * pw) tma(j);
+                }
+            }
+            return;
+        }
         if (kb + pw < ke) copy(kb + pw); /* stage pw: fresh */
         mmv_cp_commit();
         for (int64_t kt = kb + pw; kt < ke; kt += WS_NP) {
@@ -1205,6 +1271,41 @@ __global__ void __launch_bounds__(256) k_gemm_ksum(const float *__restrict__ par
     }
 }
 
+/* The TMA map of k_gemm_wg's split activations xp ([2 T][in] fp16: the hi rows, then the lo rows): boxes of 64
+ * columns x GM tokens in the 128-byte swizzle (wg_sw's layout); rows past 2 T read as zeros. The encoder is the
+ * driver's, reached through cudart (no -lcuda). */
+static cudaError_t wg_xmap(const __half *xp, int64_t T, int64_t in, CUtensorMap *map) {
+    static PFN_cuTensorMapEncodeTiled_v12000 enc = NULL;
+    static int tried = 0;
+    if (!tried) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            enc = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+        (void)cudaGetLastError(); /* a failed query must not be reported by the next launch check */
+        tried = 1;
+    }
+    if (!enc) return cudaErrorNotSupported;
+    const cuuint64_t dim[2] = {(cuuint64_t)in, (cuuint64_t)(2 * T)}, stride[1] = {(cuuint64_t)in * sizeof(__half)};
+    const cuuint32_t box[2] = {64, GM}, es[2] = {1, 1};
+    const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)xp, dim, stride, box, es,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/* Whether Q8_0 and Q4_K take k_gemm_wg's TMA variant (XT): MEMRA_GEMM_TMA=1 (NOT YET RUN on a GPU). */
+static inline int wg_xt(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("MEMRA_GEMM_TMA");
+        on = e && !strcmp(e, "1");
+    }
+    return on;
+}
+
 #ifndef MEMRA_GEMM_LAB /* bench/kernels/gemm_lab.cu includes this file for its kernels alone */
 /* The per-token scales k_tc_scale writes: a buffer of the backend's own
  * (not the workspace, which the callers may hold x or y in), grown outside
@@ -1282,6 +1383,21 @@ static int wg_ksplit(uint32_t type, int64_t in, int64_t n_out, int sms) {
     return best;
 }
 
+/* One k_gemm_wg<TYPE, TM, XT> launch (its shared memory limit set first) */
+template <int TYPE, bool TM, bool XT>
+static memra_status gemm_wg_launch(memra_backend *be, dim3 grid, const uint8_t *W, size_t rb, int64_t in,
+                                   int64_t n_out, const __half *xp, const float *xsum, float *y, int64_t T,
+                                   int accumulate, const uint8_t *W2, int64_t n_out2, float *y2, int ry,
+                                   const CUtensorMap &xmap) {
+    constexpr int smem = WS_SMEM_TX(TYPE, XT);
+    cuda_impl *c = cuda_of(be);
+    memra_status st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE, TM, XT>>(smem), "gemm wg: shared memory");
+    if (!st)
+        cuda_launch(k_gemm_wg<TYPE, TM, XT>, grid, WS_THREADS, smem, c->stream, W, rb, in, n_out, xp, xsum,
+                    (const float *)c->tc_scale, y, T, accumulate, W2, n_out2, y2, ry, xmap);
+    return st;
+}
+
 /* The wgmma path (k_gemm_xsplit, for Q4_K k_gemm_xsum, then k_gemm_wg) in
  * the backend's second workspace (xs): the split activations xp (4 T in
  * bytes), then for Q4_K the group sums xsum (4 Tp in / 32 bytes, Tp = T
@@ -1306,11 +1422,19 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     float *part = S > 1 ? (float *)((uint8_t *)c->xs + sum_off + sum_bytes) : NULL;
     if (q4k) cuda_launch(k_gemm_xsum, (unsigned)Tp, 256, 0, c->stream, xp, in, T, Tp, xsum);
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)(ry + ry2), (unsigned)S);
-    if ((st = cuda_check(be, cuda_smem_limit<k_gemm_wg<TYPE, TM>>(WS_SMEM_T(TYPE)), "gemm wg: shared memory")))
-        return st;
-    cuda_launch(k_gemm_wg<TYPE, TM>, grid, WS_THREADS, WS_SMEM_T(TYPE), c->stream, W, rb, in, n_out, xp,
-                (const float *)xsum, (const float *)c->tc_scale, S > 1 ? part : y, T, S > 1 ? 0 : accumulate, W2,
-                n_out2, y2, ry);
+    CUtensorMap xmap;
+    memset(&xmap, 0, sizeof xmap);
+    bool xt = false;
+    if constexpr (WS_XT_T(TYPE)) xt = wg_xt() && wg_xmap(xp, T, in, &xmap) == cudaSuccess;
+    if constexpr (WS_XT_T(TYPE))
+        st = xt ? gemm_wg_launch<TYPE, TM, true>(be, grid, W, rb, in, n_out, xp, xsum, S > 1 ? part : y, T,
+                                                 S > 1 ? 0 : accumulate, W2, n_out2, y2, ry, xmap)
+                : gemm_wg_launch<TYPE, TM, false>(be, grid, W, rb, in, n_out, xp, xsum, S > 1 ? part : y, T,
+                                                  S > 1 ? 0 : accumulate, W2, n_out2, y2, ry, xmap);
+    else
+        st = gemm_wg_launch<TYPE, TM, false>(be, grid, W, rb, in, n_out, xp, xsum, S > 1 ? part : y, T,
+                                             S > 1 ? 0 : accumulate, W2, n_out2, y2, ry, xmap);
+    if (st) return st;
     if (S > 1) {
         const int64_t n = T * n_out, nb = (n / 4 + 255) / 256;
         cuda_launch(k_gemm_ksum, (unsigned)(nb < 4 * c->sm_count ? nb : 4 * c->sm_count), 256, 0, c->stream,

@@ -875,28 +875,35 @@ static inline int mmvq_tl(bool swiglu) {
 }
 
 /* Warps a block for a launch of `blocks` blocks of rows of nsb super-blocks:
- * mmv_ks(nsb), or with MEMRA_MMVQ_WIDE=1 (NOT YET RUN on a GPU), where the
- * grid has fewer blocks than the device has SMs, 2 super-blocks a warp (up
- * to MMV_KS_MAX warps). Why: 35b-a3b's ssm_out and attn_output {4096,
- * 2048} are 128 blocks of 4 warps, one block on most SMs, and ran at 19% of
- * copy (ncu, bench/results/2026-12-06b-h100.md): 8 warps an SM would have
- * twice the bytes in flight. A function of the shape and the SM count,
- * never of T; a different K split than mmv_ks's, so other bits. */
+ * mmv_ks(nsb), except where the grid has fewer blocks than the device has
+ * SMs but at least half as many: there 2 super-blocks a warp (up to
+ * MMV_KS_MAX warps). Why: 35b-a3b's ssm_out and attn_output {4096, 2048}
+ * are 128 blocks of 4 warps, one block on most SMs, and ran at 19% of copy
+ * (ncu, bench/results/2026-12-06b-h100.md); 8 warps put twice the bytes in
+ * flight. H100, decode@0 tok/s, two rounds (bench/results/2026-12-06d-h100.md,
+ * run 1, with every grid under the SM count widened): 35b-a3b 432.3 / 432.1
+ * -> 442.1 / 442.1, 9b q4_k_m 316.3 / 316.0 -> 315.9 / 314.4, 27b 104.9 /
+ * 104.9 -> 104.6 / 104.8. The small grids (under half the SMs: attention k
+ * and v, beta / alpha) hold few bytes and only lengthen their reduction, so
+ * they keep mmv_ks. A function of the launch's shape and the SM count, never
+ * of T: a row's bits are fixed by its call site (a weight launched alone and
+ * the same weight in a wider multi-weight launch may differ in the last
+ * bits). MEMRA_MMVQ_WIDE=0: mmv_ks everywhere. */
 static inline int mmvq_ks(int nsb, int blocks) {
-    static int wide = -1, sms = 0;
-    if (wide < 0) {
-        const char *e = getenv("MEMRA_MMVQ_WIDE");
-        const int on = e && !strcmp(e, "1");
+    static int on = -1, sms = -1;
+    if (sms < 0) {
         int dev = 0;
-        if (on && (cudaGetDevice(&dev) != cudaSuccess ||
-                   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
+        sms = 0;
+        if (env_on("MEMRA_MMVQ_WIDE", &on) && (cudaGetDevice(&dev) != cudaSuccess ||
+                                              cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                                  cudaSuccess)) {
             sms = 0;
-            (void)cudaGetLastError(); /* the failed query must not be reported by the next launch check */
+            (void)cudaGetLastError(); /* a failed query must not be reported by the next launch check */
         }
-        wide = on;
     }
+    const int wide = on && sms > 0;
     const int ks = mmv_ks(nsb);
-    if (!wide || blocks >= sms) return ks;
+    if (!wide || blocks >= sms || 2 * blocks < sms) return ks;
     const int k2 = nsb / 2 > MMV_KS_MAX ? MMV_KS_MAX : nsb / 2;
     return k2 > ks ? k2 : ks;
 }
