@@ -21,9 +21,9 @@
  * - Q8_0: k_gemm_q8's token 0 against the CPU, and k_gemm_wg within 1e-6 of
  *   max|y| of k_gemm_q8 (the order inside a wgmma k16 step is the
  *   hardware's).
- * - LAB_XT=1: Q8_0 and Q4_K through k_gemm_wg's TMA variant (x tiles by TMA,
- *   a raw-weight ring of each producer's own; the same arithmetic, so the
- *   same bits: check with LAB_CMP against a dump of the default);
+ * - LAB_XT=1: k_gemm_wg's TMA variant (x tiles by TMA, a raw-weight ring of
+ *   each producer's own; the same arithmetic, so the same bits: check with
+ *   LAB_CMP against a dump of the other variant);
  * - LAB_DUMP=FILE / LAB_CMP=FILE: the T-token result written, or held bit
  *   for bit to a file another build wrote (a change that moves data, not
  *   arithmetic, must keep every bit).
@@ -92,6 +92,8 @@ static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out,
         k_gemm_wg<MEMRA_TYPE_Q4_K, false, true><<<g, WS_THREADS, WS_SMEM_TX(MEMRA_TYPE_Q4_K, true)>>>(WG_ARGS);
     else if (type == MEMRA_TYPE_Q4_K)
         k_gemm_wg<MEMRA_TYPE_Q4_K><<<g, WS_THREADS, WS_SMEM>>>(WG_ARGS);
+    else if (type == MEMRA_TYPE_Q6_K && g_xt)
+        k_gemm_wg<MEMRA_TYPE_Q6_K, false, true><<<g, WS_THREADS, WS_SMEM_TX(MEMRA_TYPE_Q6_K, true)>>>(WG_ARGS);
     else if (type == MEMRA_TYPE_Q6_K)
         k_gemm_wg<MEMRA_TYPE_Q6_K><<<g, WS_THREADS, WS_SMEM_T(MEMRA_TYPE_Q6_K)>>>(WG_ARGS);
     else if (g_xt)
@@ -122,7 +124,7 @@ int main(int argc, char **argv) {
                                                                  : MEMRA_TYPE_Q8_0;
     const bool q8 = type == MEMRA_TYPE_Q8_0;
     if (getenv("LAB_KS")) g_ks = atoi(getenv("LAB_KS"));
-    g_xt = getenv("LAB_XT") && !strcmp(getenv("LAB_XT"), "1") && type != MEMRA_TYPE_Q6_K;
+    g_xt = getenv("LAB_XT") && !strcmp(getenv("LAB_XT"), "1");
     if (g_ks < 1 || (in / 64) % ((q8 ? 1 : 4) * g_ks)) return fprintf(stderr, "gemm_lab: bad LAB_KS %d\n", g_ks), 1;
     if (in % (q8 ? 64 : 256) || T < 1) return fprintf(stderr, "gemm_lab: in %% %d != 0\n", q8 ? 64 : 256), 1;
     const double copy = lab_init();
@@ -139,6 +141,8 @@ int main(int argc, char **argv) {
                             WS_SMEM_TX(MEMRA_TYPE_Q4_K, true)));
     CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q8_0, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             WS_SMEM_TX(MEMRA_TYPE_Q8_0, true)));
+    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q6_K, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            WS_SMEM_TX(MEMRA_TYPE_Q6_K, true)));
     int ok = 1;
 
     /* token 0 against the CPU; tokens 64 .. 163 alone give the same bits */

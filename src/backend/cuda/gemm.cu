@@ -695,18 +695,17 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
 #define WS_RAW6 160 /* Q6_K: 64 ql, 32 qh and the 18-byte tail (scales, d) bytes a row and step, each run copied
                       from the 16-byte boundary below it (5 + 3 + 2 chunks) */
 #define WS_RAW_T(TY) ((TY) == MEMRA_TYPE_Q6_K ? WS_RAW6 : WS_RAW)
-/* XT (Q8_0, Q4_K; wg_xt): the x tiles and group sums come by TMA into the stage, and the raw weight bytes go to a
- * ring of each producer's own, WS_R_T slots deep, outside the stages */
-#define WS_XT_T(TY) ((TY) != MEMRA_TYPE_Q6_K)
+/* XT (wg_xt): the x tiles and group sums come by TMA into the stage, and the raw weight bytes go to a ring of each
+ * producer's own, WS_R_T slots deep, outside the stages (Q6_K: 1 slot, what 227 KB leave for its 20 KB a step) */
 #define WS_RAWX_T(TY) ((TY) == MEMRA_TYPE_Q4_K ? 48 : WS_RAW_T(TY)) /* XT: raw bytes a row and step (Q4_K: 3 chunks) */
-#define WS_R_T(TY) ((TY) == MEMRA_TYPE_Q4_K ? 4 : 3)                  /* XT: raw ring slots a producer */
+#define WS_R_T(TY) ((TY) == MEMRA_TYPE_Q4_K ? 4 : (TY) == MEMRA_TYPE_Q6_K ? 1 : 3) /* XT: raw ring slots a producer */
 #define WS_STAGE_T(TY) ((WS_RW + GN * WS_RAW_T(TY) + 1023) / 1024 * 1024)
 #define WS_STAGEX_T(TY) ((WS_RW + 1023) / 1024 * 1024) /* XT: a stage without the raw bytes */
 #define WS_RING_T(TY) (WS_NP * WS_R_T(TY) * GN * WS_RAWX_T(TY))
 #define WS_SMEM_TX(TY, XT)                                                                                     \
     ((XT) ? WS_D * WS_STAGEX_T(TY) + WS_RING_T(TY) + 16 * WS_D + 1024 /* + the mbarriers, + alignment slack */ \
           : WS_D * WS_STAGE_T(TY) + 16 * WS_D + 1024)
-#define WS_SMEM_T(TY) WS_SMEM_TX(TY, WS_XT_T(TY))
+#define WS_SMEM_T(TY) WS_SMEM_TX(TY, false)
 #define WS_STAGE WS_STAGE_T(MEMRA_TYPE_Q8_0) /* Q8_0 and Q4_K */
 #define WS_SMEM WS_SMEM_T(MEMRA_TYPE_Q8_0)
 
@@ -773,7 +772,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const int64_t n_out = second ? n_out2 : n_out1;
     float *const y = second ? y2 : y1;
     constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K, Q6K = TYPE == MEMRA_TYPE_Q6_K;
-    static_assert(!XT || WS_XT_T(TYPE), "k_gemm_wg: Q6_K has no TMA variant");
     constexpr int STAGE = XT ? WS_STAGEX_T(TYPE) : WS_STAGE_T(TYPE), RAW = XT ? WS_RAWX_T(TYPE) : WS_RAW_T(TYPE);
     constexpr int R = WS_R_T(TYPE); /* XT: raw ring slots a producer */
     /* a consumer thread's registers: the rest of the block's (ptxas: no spills) */
@@ -942,19 +940,29 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                         bulk_g2s_n<GM * 4>(st + WS_XS + GM * 4 * g, xsum + (2 * kt + g) * Tp + t0, bar);
             };
             /* The raw bytes of this producer's own steps n = 0, 1, .. go R - 1 ahead through its ring: at own step
-             * n, once every thread is done with step n - 1's slot (the bar.sync), that slot takes step n + R - 1. */
+             * n, once every thread is done with step n - 1's slot (the bar.sync), that slot takes step n + R - 1.
+             * With one slot (Q6_K), step n + 1's copies are issued once every thread is done with step n's. */
 #pragma unroll 1
-            for (int n = 0; n < R - 1; n++) {
+            for (int n = 0; n < (R > 1 ? R - 1 : 1); n++) {
                 if (kb + pw + WS_NP * n < ke) copy(kb + pw + WS_NP * n);
                 mmv_cp_commit();
             }
             if (tid == 128 * pw && kb + pw < ke) tma(kb + pw); /* stage pw: fresh */
             for (int64_t kt = kb + pw; kt < ke; kt += WS_NP) {
-                mmv_cp_wait<R - 2>();                                       /* this thread's raw copies of step kt, */
-                asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* every thread's; step kt - 2 done */
-                if (kt + WS_NP * (R - 1) < ke) copy(kt + WS_NP * (R - 1));
-                mmv_cp_commit();
-                convert(kt);
+                if constexpr (R > 1) {
+                    mmv_cp_wait<R - 2>();                                       /* this thread's raw copies of kt, */
+                    asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* every thread's; kt - 2 done */
+                    if (kt + WS_NP * (R - 1) < ke) copy(kt + WS_NP * (R - 1));
+                    mmv_cp_commit();
+                    convert(kt);
+                } else {
+                    mmv_cp_wait<0>();
+                    asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory");
+                    convert(kt);
+                    asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* every thread done with the slot */
+                    if (kt + WS_NP < ke) copy(kt + WS_NP);
+                    mmv_cp_commit();
+                }
                 wg_proxy_fence(); /* its stores, to the consumers' wgmma */
                 ws_arrive(full + 8 * sl(kt));
                 const int64_t j = kt + WS_NP; /* this producer's next step: its stage, once free, takes its x */
@@ -1296,14 +1304,19 @@ static cudaError_t wg_xmap(const __half *xp, int64_t T, int64_t in, CUtensorMap 
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-/* Whether Q8_0 and Q4_K take k_gemm_wg's TMA variant (XT): MEMRA_GEMM_TMA=1 (NOT YET RUN on a GPU). */
-static inline int wg_xt(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("MEMRA_GEMM_TMA");
-        on = e && !strcmp(e, "1");
+/* Whether k_gemm_wg of this type takes its TMA variant (XT). Q8_0 and Q4_K: unless MEMRA_GEMM_TMA=0 (the same
+ * bits; H100, T = 512: 11-13% less time a GEMM in gemm_lab, 27b q4_k_m prefill 512 +6.6%, 9b q8_0 +8%, 9b q4_k_m
+ * +5.7%: bench/results/2026-12-06d-h100.md, run 2). Q6_K: only with MEMRA_GEMM_TMA6=1 (NOT YET RUN on a GPU). */
+static inline int wg_xt(int type) {
+    static int on = -1, on6 = -1;
+    if (type == MEMRA_TYPE_Q6_K) {
+        if (on6 < 0) {
+            const char *e = getenv("MEMRA_GEMM_TMA6");
+            on6 = e && !strcmp(e, "1");
+        }
+        return on6;
     }
-    return on;
+    return env_on("MEMRA_GEMM_TMA", &on);
 }
 
 #ifndef MEMRA_GEMM_LAB /* bench/kernels/gemm_lab.cu includes this file for its kernels alone */
@@ -1424,16 +1437,11 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     dim3 grid((unsigned)((T + GM - 1) / GM), (unsigned)(ry + ry2), (unsigned)S);
     CUtensorMap xmap;
     memset(&xmap, 0, sizeof xmap);
-    bool xt = false;
-    if constexpr (WS_XT_T(TYPE)) xt = wg_xt() && wg_xmap(xp, T, in, &xmap) == cudaSuccess;
-    if constexpr (WS_XT_T(TYPE))
-        st = xt ? gemm_wg_launch<TYPE, TM, true>(be, grid, W, rb, in, n_out, xp, xsum, S > 1 ? part : y, T,
-                                                 S > 1 ? 0 : accumulate, W2, n_out2, y2, ry, xmap)
-                : gemm_wg_launch<TYPE, TM, false>(be, grid, W, rb, in, n_out, xp, xsum, S > 1 ? part : y, T,
-                                                  S > 1 ? 0 : accumulate, W2, n_out2, y2, ry, xmap);
-    else
-        st = gemm_wg_launch<TYPE, TM, false>(be, grid, W, rb, in, n_out, xp, xsum, S > 1 ? part : y, T,
-                                             S > 1 ? 0 : accumulate, W2, n_out2, y2, ry, xmap);
+    const bool xt = wg_xt(TYPE) && wg_xmap(xp, T, in, &xmap) == cudaSuccess; /* else the cp.async kernel */
+    st = xt ? gemm_wg_launch<TYPE, TM, true>(be, grid, W, rb, in, n_out, xp, xsum, S > 1 ? part : y, T,
+                                             S > 1 ? 0 : accumulate, W2, n_out2, y2, ry, xmap)
+            : gemm_wg_launch<TYPE, TM, false>(be, grid, W, rb, in, n_out, xp, xsum, S > 1 ? part : y, T,
+                                              S > 1 ? 0 : accumulate, W2, n_out2, y2, ry, xmap);
     if (st) return st;
     if (S > 1) {
         const int64_t n = T * n_out, nb = (n / 4 + 255) / 256;
