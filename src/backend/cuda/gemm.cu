@@ -675,7 +675,25 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
  * of the scales and group sums are shared-space loads (the stage pointer
  * had been made from an integer, which made them generic loads), and a
  * group's sums are read as 16 float2, not 32 floats (k_gemm_xsum writes
- * them group-major). */
+ * them group-major).
+ *
+ * XT, the TMA variant (the default for Q8_0 and Q4_K: wg_xt). Above, a
+ * producer's chain a step was: copy (x tiles, sums and raw weights, 17-18
+ * cp.async a thread), wait for them to land, convert, arrive; and the copy
+ * could not start before the stage was free. Two producers thus gave a step
+ * every ~1.7 us (H100) against ~0.6 us of tensor work. In XT:
+ * - the stage's x tiles (and Q4_K's group sums) come by TMA (one thread, a
+ *   tensor map of xp in the 128-byte swizzle, completing on the stage's full
+ *   barrier with expect_tx), issued as soon as the stage is free;
+ * - the raw weight bytes go through a ring of each producer's own, WS_R_T
+ *   slots deep and outside the stages, so they are requested R - 1 of its
+ *   steps ahead of their conversion, with no wait for a consumer.
+ * A producer's step is then the conversion and two barriers. The data and
+ * arithmetic are the same, so are the bits (gemm_lab LAB_XT=1 against
+ * LAB_DUMP of the other kernel: memcmp-equal on every shape). H100, T = 512,
+ * us (2026-12-06d run 2): Q4_K {5120, 17408} 708 -> 631, {17408, 5120} at
+ * S = 4 629 -> 563, {4096, 12288} 345 -> 311, {12288, 4096} 327 -> 291;
+ * Q8_0 {4096, 12288} 306 -> 270, {12288, 4096} 280 -> 250. */
 #define WS_D 3                                /* stages */
 #define WS_NP 2                               /* producer warpgroups: producer p takes the steps kt = p mod WS_NP */
 #define WS_THREADS (128 * (WS_NP + 2))

@@ -1,5 +1,5 @@
 #!/bin/bash
-# NOT RUN (written in session 22, whose device time was spent): MEMRA_MMVQ_WIDE=1, the int8 decode matvec with 2
+# Run in session 23 as 2026-12-06d run 1 (written in session 22): MEMRA_MMVQ_WIDE=1, the int8 decode matvec with 2
 # super-blocks a warp (up to 8 warps) where its grid has fewer blocks than the device has SMs (mmvq.cuh,
 # mmvq_ks). 35b-a3b's ssm_out and attn_output {4096, 2048} are 128 blocks of 4 warps and ran at 19% of copy
 # (bench/results/2026-12-06b-h100.md); 8 warps would put twice the bytes in flight on each SM. It changes those
