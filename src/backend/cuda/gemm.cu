@@ -677,7 +677,7 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
  * group's sums are read as 16 float2, not 32 floats (k_gemm_xsum writes
  * them group-major).
  *
- * XT, the TMA variant (the default for Q8_0 and Q4_K: wg_xt). Above, a
+ * XT, the TMA variant (the default: wg_xt). Above, a
  * producer's chain a step was: copy (x tiles, sums and raw weights, 17-18
  * cp.async a thread), wait for them to land, convert, arrive; and the copy
  * could not start before the stage was free. Two producers thus gave a step
@@ -693,7 +693,11 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
  * LAB_DUMP of the other kernel: memcmp-equal on every shape). H100, T = 512,
  * us (2026-12-06d run 2): Q4_K {5120, 17408} 708 -> 631, {17408, 5120} at
  * S = 4 629 -> 563, {4096, 12288} 345 -> 311, {12288, 4096} 327 -> 291;
- * Q8_0 {4096, 12288} 306 -> 270, {12288, 4096} 280 -> 250. */
+ * Q8_0 {4096, 12288} 306 -> 270, {12288, 4096} 280 -> 250. Q6_K's 20 KB of
+ * raw bytes a step leave room for one slot a producer (its copies wait for
+ * the conversion before, as above, but the x tiles no longer do): {17408,
+ * 5120} at S = 4 1,086 -> 902 us, {5120, 10240} at S = 2 661 -> 562 (run 3);
+ * 40 -> 48 producer registers gained nothing on Q4_K or Q8_0 XT (run 3). */
 #define WS_D 3                                /* stages */
 #define WS_NP 2                               /* producer warpgroups: producer p takes the steps kt = p mod WS_NP */
 #define WS_THREADS (128 * (WS_NP + 2))
@@ -1322,19 +1326,13 @@ static cudaError_t wg_xmap(const __half *xp, int64_t T, int64_t in, CUtensorMap 
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-/* Whether k_gemm_wg of this type takes its TMA variant (XT). Q8_0 and Q4_K: unless MEMRA_GEMM_TMA=0 (the same
- * bits; H100, T = 512: 11-13% less time a GEMM in gemm_lab, 27b q4_k_m prefill 512 +6.6%, 9b q8_0 +8%, 9b q4_k_m
- * +5.7%: bench/results/2026-12-06d-h100.md, run 2). Q6_K: only with MEMRA_GEMM_TMA6=1 (NOT YET RUN on a GPU). */
+/* Whether k_gemm_wg of this type takes its TMA variant (XT), unless MEMRA_GEMM_TMA=0 (Q8_0, Q4_K) or
+ * MEMRA_GEMM_TMA6=0 (Q6_K). The same bits. H100, T = 512 (bench/results/2026-12-06d-h100.md): 11-13% less time a
+ * Q8_0 or Q4_K GEMM in gemm_lab, 27b q4_k_m prefill 512 +6.6%, 9b q8_0 +8%, 9b q4_k_m +5.7% (run 2); Q6_K with
+ * its one raw slot 15-17% less a GEMM, then 27b +3.6%, 35b-a3b +1.7% (run 3). */
 static inline int wg_xt(int type) {
     static int on = -1, on6 = -1;
-    if (type == MEMRA_TYPE_Q6_K) {
-        if (on6 < 0) {
-            const char *e = getenv("MEMRA_GEMM_TMA6");
-            on6 = e && !strcmp(e, "1");
-        }
-        return on6;
-    }
-    return env_on("MEMRA_GEMM_TMA", &on);
+    return type == MEMRA_TYPE_Q6_K ? env_on("MEMRA_GEMM_TMA6", &on6) : env_on("MEMRA_GEMM_TMA", &on);
 }
 
 #ifndef MEMRA_GEMM_LAB /* bench/kernels/gemm_lab.cu includes this file for its kernels alone */
