@@ -20,16 +20,17 @@ grep -E "passed|FAIL" $OUT/gk.log | head -20
 timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix >$OUT/gm.log 2>&1
 echo "gate model rc=$?"; grep -E "FAIL|checks" $OUT/gm.log | head
 echo "t=$(( $(date +%s) - T0 ))"
-SKIP_BUILD=1 SKIP_GATE=1 BUILD=.bin TIME_BUDGET=200 VOCAB=tests/data/tiny-dense.bf16.gguf OUT=$OUT/rg KEEP_MODELS=1 \
+SKIP_BUILD=1 SKIP_GATE=1 BUILD=.bin TIME_BUDGET=200 VOCAB=tests/data/tiny-dense.bf16.gguf OUT=$OUT/rg \
   MODELS="9b:q4_k_m 35b-a3b:q4_k_m 9b:q8_0 27b:q4_k_m" \
   BENCH_ARGS="--prefill 512,8192 --depth 0,4096 --decode-tokens 32 --reps 2" bash bench/run_gpu.sh 2>&1 | tail -24
 cp $OUT/rg/result.md $OUT/result.md; cp $OUT/rg/bench.txt $OUT/bench.txt; rm -rf $OUT/rg
 echo "t=$(( $(date +%s) - T0 ))"
-f=$(ls /tmp/memra-bench-27b*.gguf | head -1)
+f=/tmp/ncu-27b.gguf
+$B mkmodel --preset 27b --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 || echo mkmodel failed
 timeout 150 ncu --clock-control none --csv --metrics gpu__time_duration.sum $B bench -m $f --backend cuda --prefill 512 \
   --depth 0 --decode-tokens 1 --reps 1 >$OUT/ncu-pf-27b.csv 2>/dev/null
 echo "ncu 27b rc=$? t=$(( $(date +%s) - T0 ))"
 python3 bench/ncu_kernels.py $OUT/ncu-pf-27b.csv --from-embed 6 --top 24 | tee $OUT/ncu-pf-27b.txt
 gzip -f $OUT/ncu-pf-27b.csv
-rm -f /tmp/memra-bench-*.gguf
+rm -f /tmp/memra-bench-*.gguf $f
 echo "t=$(( $(date +%s) - T0 ))"
