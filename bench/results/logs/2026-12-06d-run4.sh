@@ -27,8 +27,8 @@ cp $OUT/rg/result.md $OUT/result.md; cp $OUT/rg/bench.txt $OUT/bench.txt; rm -rf
 echo "t=$(( $(date +%s) - T0 ))"
 f=/tmp/ncu-27b.gguf
 $B mkmodel --preset 27b --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 || echo mkmodel failed
-[ $(( $(date +%s) - T0 )) -lt 160 ] && timeout 90 ncu --clock-control none --csv --metrics gpu__time_duration.sum $B bench -m $f --backend cuda --prefill 512 \
-  --depth 0 --decode-tokens 1 --reps 1 >$OUT/ncu-pf-27b.csv 2>/dev/null
+[ $(( $(date +%s) - T0 )) -lt 160 ] && timeout 90 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
+  $B bench -m $f --backend cuda --prefill 512 --depth 0 --decode-tokens 1 --reps 1 >$OUT/ncu-pf-27b.csv 2>/dev/null
 echo "ncu 27b rc=$? t=$(( $(date +%s) - T0 ))"
 python3 bench/ncu_kernels.py $OUT/ncu-pf-27b.csv --from-embed 6 --top 24 | tee $OUT/ncu-pf-27b.txt
 gzip -f $OUT/ncu-pf-27b.csv
