@@ -950,7 +950,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         };
         if constexpr (XT) {
             /* Step kt's x tiles (and Q4_K sums) by TMA, issued by one thread once the stage is free: they complete
-             * on its full barrier, with no producer waiting for them. */
+             * on its full barrier, with no producer waiting for them. Tokens past T in the last token tile read
+             * lo rows (hi tile) or zeros (lo tile) where the cp.async kernel reads token T - 1: a wgmma column is
+             * one token's, and those tokens are not stored, so the stored bits are the same. */
             auto tma = [&](int64_t kt) {
                 const uint32_t st = sbase + sl(kt) * STAGE, bar = full + 8 * sl(kt);
                 mbar_expect_tx(bar, 2 * WG_XT + (Q4K ? 2 * GM * 4 : 0));
