@@ -8,7 +8,8 @@
 #   1. gemm_lab on 27b's Q6_K shapes: XT 1 (dump) and XT 2 (held to it bit for bit, timed);
 #   2. MEMRA_GEMM_TMA6=2: gate kernels 27b, 9b, 35b-a3b, 0.8b; gate model;
 #   3. 27b and 35b-a3b q4_k_m: logits cmp TMA6 1 vs 2, prefill 512 A/B, two rounds;
-#   4. then bench/results/logs/2026-12-06d-run4.sh (the final tree's gates, four files, ncu of a 27b prefill).
+#   4. ncu sections of the Q4_K TMA variant in gemm_lab (what binds it now);
+#   5. then bench/results/logs/2026-12-06d-run4.sh (the final tree's gates, four files, ncu of a 27b prefill).
 # If 1 holds the bits and 3 gains, make 2 the Q6_K default (wg_xt) and record the numbers.
 set -u
 T0=$(date +%s)
@@ -48,6 +49,11 @@ for m in 27b:q4_k_m 35b-a3b:q4_k_m; do
   rm -f $f /tmp/ev-*.f32
   echo "t=$(( $(date +%s) - T0 ))"
 done 2>&1 | tee $OUT/ab.txt
+# where the TMA variant's time goes now (the conversion, or the consumers' scaling): ncu sections of Q4_K XT = 1
+LAB_XT=1 timeout 120 ncu --kernel-name-base mangled -k regex:k_gemm_wgILi12ELb0ELi1E -c 1 --section SpeedOfLight \
+  --section WarpStateStats --section SchedulerStats .bin/gemm_lab 512 5120 17408 q4_k >$OUT/ncu-q4-xt.txt 2>&1
+echo "ncu q4 xt rc=$?"
+grep -iE "Duration|Issue Slots|Eligible|Stall|stall|Warp Cycles" $OUT/ncu-q4-xt.txt | head -30
 OUT=$OUT/run4 bash bench/results/logs/2026-12-06d-run4.sh 2>&1 | tail -40
 # at most 8 files come back from the device tool: one archive
 cd $OUT && tar czf /tmp/next-tma6.tgz . && rm -rf ./* && mv /tmp/next-tma6.tgz .
