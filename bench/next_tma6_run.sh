@@ -49,6 +49,13 @@ for m in 27b:q4_k_m 35b-a3b:q4_k_m; do
   rm -f $f /tmp/ev-*.f32
   echo "t=$(( $(date +%s) - T0 ))"
 done 2>&1 | tee $OUT/ab.txt
+# Q4_K's raw ring depth (optional: gemm_lab variants built on the dev machine with -DWS_RQ4=n as .bin/gemm_lab_rN,
+# the same nvcc line as bench/kernels/lab.sh plus the define; the default is 4), held to the default's bits
+for v in .bin/gemm_lab_r[0-9]; do
+  [ -x "$v" ] || continue
+  LAB_XT=1 LAB_DUMP=/tmp/d4.bin .bin/gemm_lab 512 5120 17408 q4_k > /dev/null 2>&1
+  LAB_XT=1 LAB_CMP=/tmp/d4.bin $v 512 5120 17408 q4_k 2>&1 | sed "s|^|$v: |" | grep -E "k_gemm_wg  |against|FAIL"
+done
 # where the TMA variant's time goes now (the conversion, or the consumers' scaling): ncu sections of Q4_K XT = 1
 LAB_XT=1 timeout 120 ncu --kernel-name-base mangled -k regex:k_gemm_wgILi12ELb0ELi1E -c 1 --section SpeedOfLight \
   --section WarpStateStats --section SchedulerStats .bin/gemm_lab 512 5120 17408 q4_k >$OUT/ncu-q4-xt.txt 2>&1

@@ -720,7 +720,10 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
 /* XT (wg_xt): the x tiles and group sums come by TMA into the stage, and the raw weight bytes go to a ring of each
  * producer's own, WS_R_T slots deep, outside the stages (Q6_K: 1 slot, what 227 KB leave for its 20 KB a step) */
 #define WS_RAWX_T(TY) ((TY) == MEMRA_TYPE_Q4_K ? 48 : WS_RAW_T(TY)) /* XT: raw bytes a row and step (Q4_K: 3 chunks) */
-#define WS_R_T(TY) ((TY) == MEMRA_TYPE_Q4_K ? 4 : (TY) == MEMRA_TYPE_Q6_K ? 1 : 3) /* XT: raw ring slots a producer */
+#ifndef WS_RQ4 /* (gemm_lab variants: -DWS_RQ4=n, 2 <= n <= 6 fit the 227 KB) */
+#define WS_RQ4 4
+#endif
+#define WS_R_T(TY) ((TY) == MEMRA_TYPE_Q4_K ? WS_RQ4 : (TY) == MEMRA_TYPE_Q6_K ? 1 : 3) /* XT: raw slots a producer */
 #define WS_STAGE_T(TY) ((WS_RW + GN * WS_RAW_T(TY) + 1023) / 1024 * 1024)
 #define WS_STAGEX_T(TY) ((WS_RW + 1023) / 1024 * 1024) /* XT: a stage without the raw bytes */
 /* XT = 2 (Q6_K, opt-in: wg_xt): one ring of WS_R2 slots that both producers share, step kt in slot (kt - kb) %
@@ -801,6 +804,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     constexpr bool Q4K = TYPE == MEMRA_TYPE_Q4_K, Q6K = TYPE == MEMRA_TYPE_Q6_K;
     constexpr int STAGE = XT ? WS_STAGEX_T(TYPE) : WS_STAGE_T(TYPE), RAW = XT ? WS_RAWX_T(TYPE) : WS_RAW_T(TYPE);
     constexpr int R = WS_R_T(TYPE); /* XT: raw ring slots a producer */
+    static_assert(WS_SMEM_TX(TYPE, XT) <= 227 * 1024, "k_gemm_wg: more shared memory than a block may have");
+    static_assert(XT != 1 || R >= 1, "k_gemm_wg: a raw ring needs a slot");
     /* a consumer thread's registers: the rest of the block's (ptxas: no spills) */
     constexpr int PREG = WS_PREG_T(TYPE), CREG = (WS_ENTRY * WS_THREADS - 128 * WS_NP * PREG) / 256 / 8 * 8;
     extern __shared__ uint8_t wg_raw[];
