@@ -891,15 +891,15 @@ static inline int mmvq_tl(bool swiglu) {
  * bits). MEMRA_MMVQ_WIDE=0: mmv_ks everywhere. */
 static inline int mmvq_ks(int nsb, int blocks) {
     static int on = -1, sms = -1;
-    if (sms < 0) {
-        int dev = 0;
-        sms = 0;
-        if (env_on("MEMRA_MMVQ_WIDE", &on) && (cudaGetDevice(&dev) != cudaSuccess ||
-                                              cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                                  cudaSuccess)) {
-            sms = 0;
+    if (sms < 0) { /* set once, never seen half-written: a row's K split must not depend on timing */
+        int dev = 0, n = 0;
+        if (env_on("MEMRA_MMVQ_WIDE", &on) &&
+            (cudaGetDevice(&dev) != cudaSuccess ||
+             cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
+            n = 0;
             (void)cudaGetLastError(); /* a failed query must not be reported by the next launch check */
         }
+        sms = n;
     }
     const int wide = on && sms > 0;
     const int ks = mmv_ks(nsb);
