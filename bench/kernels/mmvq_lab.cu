@@ -412,11 +412,13 @@ int main(int argc, char **argv) {
         };
         /* production's pair (mmvq.cuh: the prep, then k_mmvq on mmv_args) */
         uint8_t *pbuf;
+        int nsm = 0;
         CK(cudaMalloc(&pbuf, MQ_BUF_BYTES));
+        CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
         auto prodpair = [&](int i, cudaStream_t st) {
             mmv_args b = ka;
             b.W[0] = cw[i], b.y[0] = dy;
-            CK(mmvq_launch(MEMRA_TYPE_Q4_K, b, pbuf, st, true));
+            CK(mmvq_launch(MEMRA_TYPE_Q4_K, b, pbuf, st, true, nsm));
         };
         for (int tl = 1; tl <= 3; tl++) { /* 3: production's pair */
             CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));

@@ -394,11 +394,12 @@ int main(int argc, char **argv) {
                        true, b, b.W[0], (const uint8_t *)pbuf, sk_part, sk_cnt);
         } else if (v == 14) {
             b.tm = 1;
-            CK(mmvq_launch(TY, b, pbuf, st, true));
+            CK(mmvq_launch(TY, b, pbuf, st, true, nsm));
         } else if (v == 3) {
             mmv6_launch(b, 1, st);
         } else if (v == 10) { /* on the planes left by variant 0 (the same x: the same bits) */
-            CK(q6 ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(b, pbuf, st, true) : mmvq_launch_t<MEMRA_TYPE_Q4_K>(b, pbuf, st, true));
+            CK(q6 ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(b, pbuf, st, true, nsm)
+                  : mmvq_launch_t<MEMRA_TYPE_Q4_K>(b, pbuf, st, true, nsm));
         } else if (v == 11) {
             prep(st);
         } else if (ks != mmv_ks(nsb)) { /* production's kernel at this K split (TL = 1) */
@@ -407,7 +408,7 @@ int main(int argc, char **argv) {
             auto k = q6 ? k_mmvq<MEMRA_TYPE_Q6_K, 1, 1, 1> : k_mmvq<MEMRA_TYPE_Q4_K, 1, 1, 1>;
             lab_launch(k, (unsigned)b.blk0[4], block, mmvq_smem_bytes(1, 1, ks), st, true, b, (const uint8_t *)pbuf);
         } else {
-            CK(mmvq_launch(TY, b, pbuf, st, true));
+            CK(mmvq_launch(TY, b, pbuf, st, true, nsm));
         }
     };
     CK(cudaFuncSetAttribute(k_tm<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(0, 16)));

@@ -977,9 +977,15 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                     for (int g = 0; g < 2; g++)
                         bulk_g2s_n<GM * 4>(st + WS_XS + GM * 4 * g, xsum + (2 * kt + g) * Tp + t0, bar);
             };
-            /* The raw bytes of this producer's own steps n = 0, 1, .. go R - 1 ahead through its ring: at own step
-             * n, once every thread is done with step n - 1's slot (the bar.sync), that slot takes step n + R - 1.
-             * With one slot (Q6_K), step n + 1's copies are issued once every thread is done with step n's. */
+            /* after step kt: this producer's next step takes its stage once free, and its x tiles */
+            auto next_x = [&](int64_t kt) {
+                const int64_t j = kt + WS_NP;
+                if (j < ke) {
+                    if (j - kb >= WS_D) mbar_wait(empty + 8 * sl(j), ph(j) ^ 1u);
+                    if (tid == 128 * pw) tma(j);
+                }
+            };
+            if (tid == 128 * pw && kb + pw < ke) tma(kb + pw); /* stage pw: fresh */
             if constexpr (XT == 2) {
                 /* One ring for both producers: step k's raw bytes are copied by the producer that converted step
                  * k - WS_R2 (the other one), once its threads are done with that slot, and arrive on the slot's
@@ -992,7 +998,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                                  : "memory");
                 };
                 for (int64_t k = kb + pw; k < kb + WS_R2 && k < ke; k += pw ? 1 : WS_R2) copy_arrive(k);
-                if (tid == 128 * pw && kb + pw < ke) tma(kb + pw); /* stage pw: fresh */
                 for (int64_t kt = kb + pw; kt < ke; kt += WS_NP) {
                     mbar_wait(rawb + 8u * (uint32_t)((kt - kb) % WS_R2), (uint32_t)(((kt - kb) / WS_R2) & 1));
                     convert(kt);
@@ -1000,20 +1005,19 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                     ws_arrive(full + 8 * sl(kt));
                     asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* every thread done with the slot */
                     if (kt + WS_R2 < ke) copy_arrive(kt + WS_R2);
-                    const int64_t j = kt + WS_NP;
-                    if (j < ke) {
-                        if (j - kb >= WS_D) mbar_wait(empty + 8 * sl(j), ph(j) ^ 1u);
-                        if (tid == 128 * pw) tma(j);
-                    }
+                    next_x(kt);
                 }
                 return;
             } else {
+                /* The raw bytes of this producer's own steps n = 0, 1, .. go R - 1 ahead through its ring: at own
+                 * step n, once every thread is done with step n - 1's slot (the bar.sync), that slot takes step
+                 * n + R - 1. With one slot (Q6_K), step n + 1's copies are issued once every thread is done with
+                 * step n's. */
 #pragma unroll 1
                 for (int n = 0; n < (R > 1 ? R - 1 : 1); n++) {
                     if (kb + pw + WS_NP * n < ke) copy(kb + pw + WS_NP * n);
                     mmv_cp_commit();
                 }
-                if (tid == 128 * pw && kb + pw < ke) tma(kb + pw); /* stage pw: fresh */
                 for (int64_t kt = kb + pw; kt < ke; kt += WS_NP) {
                     if constexpr (R > 1) {
                         mmv_cp_wait<R - 2>(); /* this thread's raw copies of kt, then every thread's (kt - 2 done) */
@@ -1031,11 +1035,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                     }
                     wg_proxy_fence(); /* its stores, to the consumers' wgmma */
                     ws_arrive(full + 8 * sl(kt));
-                    const int64_t j = kt + WS_NP; /* this producer's next step: its stage, once free, takes its x */
-                    if (j < ke) {
-                        if (j - kb >= WS_D) mbar_wait(empty + 8 * sl(j), ph(j) ^ 1u);
-                        if (tid == 128 * pw) tma(j);
-                    }
+                    next_x(kt);
                 }
                 return;
             }
@@ -1508,11 +1508,11 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     if (xt && wg_xmap(xp, T, in, &xmap) != cudaSuccess) xt = 0; /* no tensor map: the cp.async kernel */
     float *yo = S > 1 ? part : y;
     const int acc = S > 1 ? 0 : accumulate;
+    constexpr int X2 = TYPE == MEMRA_TYPE_Q6_K ? 2 : 1; /* wg_xt gives 2 for Q6_K alone */
     if (xt == 1)
         st = gemm_wg_launch<TYPE, TM, 1>(be, grid, W, rb, in, n_out, xp, xsum, yo, T, acc, W2, n_out2, y2, ry, xmap);
-    else if (TYPE == MEMRA_TYPE_Q6_K && xt == 2) /* (wg_xt gives 2 for Q6_K alone) */
-        st = gemm_wg_launch<TYPE, TM, TYPE == MEMRA_TYPE_Q6_K ? 2 : 1>(be, grid, W, rb, in, n_out, xp, xsum, yo, T,
-                                                                       acc, W2, n_out2, y2, ry, xmap);
+    else if (xt == 2)
+        st = gemm_wg_launch<TYPE, TM, X2>(be, grid, W, rb, in, n_out, xp, xsum, yo, T, acc, W2, n_out2, y2, ry, xmap);
     else
         st = gemm_wg_launch<TYPE, TM, 0>(be, grid, W, rb, in, n_out, xp, xsum, yo, T, acc, W2, n_out2, y2, ry, xmap);
     if (st) return st;

@@ -171,11 +171,11 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
     }
     mmv_blocks(a, n);
     if (path == 5)
-        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q6_K, *a, cuda_of(be)->mq, st, cuda_sm90),
+        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q6_K, *a, cuda_of(be)->mq, st, cuda_sm90, cuda_of(be)->sm_count),
                           "matmul: mmvq q6_k");
     static int q_on = -1;
     if (env_on("MEMRA_MMVQ", &q_on) && mmvq_fits(a->T, a->in))
-        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q4_K, *a, cuda_of(be)->mq, st, cuda_sm90),
+        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q4_K, *a, cuda_of(be)->mq, st, cuda_sm90, cuda_of(be)->sm_count),
                           "matmul: mmvq");
     mmv_launch(*a, st);
     return CUDA_LAUNCHED(be, "matmul: mmv");

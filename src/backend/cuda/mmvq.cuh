@@ -888,22 +888,12 @@ static inline int mmvq_tl(bool swiglu) {
  * they keep mmv_ks. A function of the launch's shape and the SM count, never
  * of T: a row's bits are fixed by its call site (a weight launched alone and
  * the same weight in a wider multi-weight launch may differ in the last
- * bits). MEMRA_MMVQ_WIDE=0: mmv_ks everywhere. */
-static inline int mmvq_ks(int nsb, int blocks) {
-    static int on = -1, sms = -1;
-    if (sms < 0) { /* set once, never seen half-written: a row's K split must not depend on timing */
-        int dev = 0, n = 0;
-        if (env_on("MEMRA_MMVQ_WIDE", &on) &&
-            (cudaGetDevice(&dev) != cudaSuccess ||
-             cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)) {
-            n = 0;
-            (void)cudaGetLastError(); /* a failed query must not be reported by the next launch check */
-        }
-        sms = n;
-    }
-    const int wide = on && sms > 0;
+ * bits). MEMRA_MMVQ_WIDE=0: mmv_ks everywhere. sms: the device's SM count
+ * (cuda_impl.sm_count). */
+static inline int mmvq_ks(int nsb, int blocks, int sms) {
+    static int on = -1;
     const int ks = mmv_ks(nsb);
-    if (!wide || blocks >= sms || 2 * blocks < sms) return ks;
+    if (!env_on("MEMRA_MMVQ_WIDE", &on) || blocks >= sms || 2 * blocks < sms) return ks;
     const int k2 = nsb / 2 > MMV_KS_MAX ? MMV_KS_MAX : nsb / 2;
     return k2 > ks ? k2 : ks;
 }
@@ -914,30 +904,31 @@ static inline int mmvq_ks(int nsb, int blocks) {
  * starts while the prep runs; the prep itself always waits for its
  * predecessor. */
 template <int TYPE>
-static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaStream_t s, bool pdl) {
+static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaStream_t s, bool pdl, int sms) {
     const int nsb = (int)(a0.in / 256);
     if (mmvq_tl(a0.swiglu) == 1) {
         mmv_args a = a0;
         mmvq_blocks1(&a);
-        const int ks = mmvq_ks(nsb, a.blk0[4]);
+        const int ks = mmvq_ks(nsb, a.blk0[4], sms);
         if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl);
         if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl);
         if (a.T <= 8) return mmvq_launch_np<TYPE, 4, 1, 1>(a, buf, s, ks, pdl);
         return mmvq_launch_np<TYPE, 8, 1, 1>(a, buf, s, ks, pdl);
     }
-    const int ks = mmvq_ks(nsb, a0.blk0[4]);
+    const int ks = mmvq_ks(nsb, a0.blk0[4], sms);
     if (a0.T <= 2) return mmvq_launch_np<TYPE, 1, 2, 2>(a0, buf, s, ks, pdl);
     if (a0.T <= 4) return mmvq_launch_np<TYPE, 2, 2, 1>(a0, buf, s, ks, pdl);
     if (a0.T <= 8) return mmvq_launch_np<TYPE, 4, 2, 1>(a0, buf, s, ks, pdl);
     return mmvq_launch_np<TYPE, 8, 2, 1>(a0, buf, s, ks, pdl);
 }
 
-static inline cudaError_t mmvq_launch(uint32_t type, const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl) {
+static inline cudaError_t mmvq_launch(uint32_t type, const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl,
+                                      int sms) {
     mmvq_prep_launch(a.x, a.nw, a.eps, a.in, a.T, buf, s);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    return type == MEMRA_TYPE_Q6_K ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(a, buf, s, pdl)
-                                   : mmvq_launch_t<MEMRA_TYPE_Q4_K>(a, buf, s, pdl);
+    return type == MEMRA_TYPE_Q6_K ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(a, buf, s, pdl, sms)
+                                   : mmvq_launch_t<MEMRA_TYPE_Q4_K>(a, buf, s, pdl, sms);
 }
 
 #endif
