@@ -61,6 +61,6 @@ LAB_XT=1 timeout 120 ncu --kernel-name-base mangled -k regex:k_gemm_wgILi12ELb0E
   --section WarpStateStats --section SchedulerStats .bin/gemm_lab 512 5120 17408 q4_k >$OUT/ncu-q4-xt.txt 2>&1
 echo "ncu q4 xt rc=$?"
 grep -iE "Duration|Issue Slots|Eligible|Stall|stall|Warp Cycles" $OUT/ncu-q4-xt.txt | head -30
-OUT=$OUT/run4 bash bench/results/logs/2026-12-06d-run4.sh 2>&1 | tail -40
+[ "${RUN4:-1}" = 1 ] && OUT=$OUT/run4 bash bench/results/logs/2026-12-06d-run4.sh 2>&1 | tail -40
 # at most 8 files come back from the device tool: one archive
 cd $OUT && tar czf /tmp/next-tma6.tgz . && rm -rf ./* && mv /tmp/next-tma6.tgz .

@@ -1,0 +1,59 @@
+#!/bin/bash
+# Session 24: the Q6_K decode matvecs by bulk copies. Two switches, both off by default until this runs:
+#   MEMRA_MMV6B=2: k_mmv6b (the head's whole-tile kernel) for every Q6_K T <= 4 launch whose rows fit (<= 8192:
+#     ssm_in qkv, attn_qkv);
+#   MEMRA_MMV6C=1: k_mmv6c (new, mmv6.cuh) for longer rows (ffn_down {12288, 4096}, {17408, 5120}); =2: for every
+#     T <= 4 Q6_K launch k_mmv6b does not take. MEMRA_MMV6C_D=3 / MEMRA_MMV6C_C=4: its other instantiations.
+# All of them are k_mmv6's arithmetic, so the logits must be cmp-equal to the default's. One call from the repo root,
+# .bin/memra and .fix carried xz'd (~6 min):
+#   1. gate kernels 27b, 9b, 35b-a3b, 0.8b under MMV6C=2 (most k_mmv6c shapes) and MMV6B=2 MMV6C=1; gate model;
+#   2. 27b and 9b q4_k_m: logits cmp of each configuration against the default; decode@0 A/B, two rounds;
+#   3. ncu durations of one 27b decode step under the best-looking configuration.
+set -u
+T0=$(date +%s)
+OUT=${OUT:-/tmp/next-mmv6c}; mkdir -p $OUT
+python3 -c "
+import lzma,glob,os
+for z in glob.glob('.fix/*.xz')+glob.glob('.bin/*.xz'):
+    open(z[:-3],'wb').write(lzma.open(z).read()); os.remove(z)
+"; chmod +x .bin/*
+B=.bin/memra
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+for cfg in "MEMRA_MMV6C=2" "MEMRA_MMV6B=2 MEMRA_MMV6C=1"; do
+  for gm in 27b 9b 35b-a3b 0.8b; do
+    env $cfg timeout 60 $B gate kernels --model $gm --seed 194 >>$OUT/gk.log 2>&1
+    echo "$cfg gate kernels $gm rc=$?"
+  done
+  env $cfg timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix >>$OUT/gm.log 2>&1
+  echo "$cfg gate model rc=$?"
+done
+grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head -30
+echo "t=$(( $(date +%s) - T0 ))"
+TOK=$(python3 -c "import random; random.seed(7); print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
+CFGS=("MEMRA_MMV6C=0" "MEMRA_MMV6B=2" "MEMRA_MMV6C=1" "MEMRA_MMV6B=2 MEMRA_MMV6C=1" "MEMRA_MMV6C=2"
+      "MEMRA_MMV6B=2 MEMRA_MMV6C=1 MEMRA_MMV6C_D=3" "MEMRA_MMV6B=2 MEMRA_MMV6C=1 MEMRA_MMV6C_C=4")
+for m in 27b:q4_k_m 9b:q4_k_m; do
+  p=${m%%:*} t=${m##*:} f=/tmp/ab-$p-$t.gguf
+  $B mkmodel --preset $p --type $t --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 || echo mkmodel failed
+  $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-base.f32 2>>$OUT/ab.log
+  for c in 1 2 3 4; do
+    env ${CFGS[$c]} $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-c.f32 2>>$OUT/ab.log
+    cmp /tmp/ev-base.f32 /tmp/ev-c.f32 >/dev/null && echo "$m ${CFGS[$c]}: logits cmp-equal" ||
+      echo "$m ${CFGS[$c]}: LOGITS DIFFER"
+  done
+  for r in 1 2; do for c in 0 1 2 3 4 5 6; do
+    line=$(env ${CFGS[$c]} $B bench -m $f --backend cuda --prefill 16 --depth 0 --decode-tokens 64 --reps 3 2>&1 |
+      tee -a $OUT/ab.log | grep '^decode' | tr -s ' ')
+    echo "$m r$r ${CFGS[$c]}: $line"; done; done
+  if [ $p = 27b ]; then
+    env ${NCU_CFG:-MEMRA_MMV6B=2 MEMRA_MMV6C=1} timeout 150 ncu --clock-control none --csv \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum $B bench -m $f --backend cuda --prefill 16 --depth 0 \
+      --decode-tokens 2 --reps 1 >$OUT/ncu-dec-27b.csv 2>/dev/null
+    echo "ncu 27b rc=$?"
+    python3 bench/ncu_kernels.py $OUT/ncu-dec-27b.csv --after-argmax 0 --top 30 > $OUT/ncu-dec-27b.txt
+    gzip -f $OUT/ncu-dec-27b.csv
+  fi
+  rm -f $f /tmp/ev-*.f32
+  echo "t=$(( $(date +%s) - T0 ))"
+done 2>&1 | tee $OUT/ab.txt
+cat $OUT/ncu-dec-27b.txt
