@@ -23,8 +23,7 @@
  *   hardware's).
  * - LAB_XT=1: k_gemm_wg's TMA variant (x tiles by TMA, a raw-weight ring of
  *   each producer's own; the same arithmetic, so the same bits: check with
- *   LAB_CMP against a dump of the other variant); LAB_XT=2 (Q6_K): its
- *   raw ring shared by the two producers, three slots (NOT YET RUN);
+ *   LAB_CMP against a dump of the other variant);
  * - LAB_DUMP=FILE / LAB_CMP=FILE: the T-token result written, or held bit
  *   for bit to a file another build wrote (a change that moves data, not
  *   arithmetic, must keep every bit).
@@ -55,7 +54,7 @@ struct wg_run {
 };
 
 static int g_ks = 1; /* LAB_KS: k_gemm_wg's K split S (gridDim.z; 1 = none), then k_gemm_ksum */
-static int g_xt = 0; /* LAB_XT=1: k_gemm_wg's TMA variant (XT = 1); LAB_XT=2: Q6_K's shared raw ring (XT = 2) */
+static int g_xt = 0; /* LAB_XT=1: k_gemm_wg's TMA variant (XT = 1) */
 
 static wg_run wg_prepare(const lab_mv &m, uint32_t type, int64_t in, int64_t first, int64_t n, int64_t n_out) {
     wg_run r;
@@ -93,8 +92,6 @@ static void wg_launch(const lab_mv &m, uint32_t type, int64_t in, int64_t n_out,
         k_gemm_wg<MEMRA_TYPE_Q4_K, false, 1><<<g, WS_THREADS, WS_SMEM_TX(MEMRA_TYPE_Q4_K, 1)>>>(WG_ARGS);
     else if (type == MEMRA_TYPE_Q4_K)
         k_gemm_wg<MEMRA_TYPE_Q4_K><<<g, WS_THREADS, WS_SMEM>>>(WG_ARGS);
-    else if (type == MEMRA_TYPE_Q6_K && g_xt == 2)
-        k_gemm_wg<MEMRA_TYPE_Q6_K, false, 2><<<g, WS_THREADS, WS_SMEM_TX(MEMRA_TYPE_Q6_K, 2)>>>(WG_ARGS);
     else if (type == MEMRA_TYPE_Q6_K && g_xt)
         k_gemm_wg<MEMRA_TYPE_Q6_K, false, 1><<<g, WS_THREADS, WS_SMEM_TX(MEMRA_TYPE_Q6_K, 1)>>>(WG_ARGS);
     else if (type == MEMRA_TYPE_Q6_K)
@@ -128,13 +125,12 @@ int main(int argc, char **argv) {
     const bool q8 = type == MEMRA_TYPE_Q8_0;
     if (getenv("LAB_KS")) g_ks = atoi(getenv("LAB_KS"));
     g_xt = getenv("LAB_XT") ? atoi(getenv("LAB_XT")) : 0;
-    if (g_xt < 0 || g_xt > 2 || (g_xt == 2 && type != MEMRA_TYPE_Q6_K))
-        return fprintf(stderr, "gemm_lab: LAB_XT is 0, 1 or (Q6_K) 2\n"), 1;
+    if (g_xt < 0 || g_xt > 1) return fprintf(stderr, "gemm_lab: LAB_XT is 0 or 1\n"), 1;
     if (g_ks < 1 || (in / 64) % ((q8 ? 1 : 4) * g_ks)) return fprintf(stderr, "gemm_lab: bad LAB_KS %d\n", g_ks), 1;
     if (in % (q8 ? 64 : 256) || T < 1) return fprintf(stderr, "gemm_lab: in %% %d != 0\n", q8 ? 64 : 256), 1;
     const double copy = lab_init();
     printf("gemm_lab: T %d, {%lld, %lld} %s, K split %d%s; copy %.0f GB/s\n", T, (long long)in, (long long)n_out,
-           memra_type_name(type), g_ks, g_xt == 2 ? ", TMA, shared raw ring (XT 2)" : g_xt ? ", TMA (XT)" : "", copy);
+           memra_type_name(type), g_ks, g_xt ? ", TMA (XT)" : "", copy);
     lab_mv m = lab_mv_make(type, in, n_out, T, 97);
     const double flop = 2.0 * T * (double)in * (double)n_out;
     const size_t ny = (size_t)T * n_out;
@@ -148,8 +144,6 @@ int main(int argc, char **argv) {
                             WS_SMEM_TX(MEMRA_TYPE_Q8_0, 1)));
     CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q6_K, false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             WS_SMEM_TX(MEMRA_TYPE_Q6_K, 1)));
-    CK(cudaFuncSetAttribute(k_gemm_wg<MEMRA_TYPE_Q6_K, false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            WS_SMEM_TX(MEMRA_TYPE_Q6_K, 2)));
     int ok = 1;
 
     /* token 0 against the CPU; tokens 64 .. 163 alone give the same bits */

@@ -726,15 +726,10 @@ __global__ void __launch_bounds__(256) k_gemm_xsum(const __half *__restrict__ xp
 #define WS_R_T(TY) ((TY) == MEMRA_TYPE_Q4_K ? WS_RQ4 : (TY) == MEMRA_TYPE_Q6_K ? 1 : 3) /* XT: raw slots a producer */
 #define WS_STAGE_T(TY) ((WS_RW + GN * WS_RAW_T(TY) + 1023) / 1024 * 1024)
 #define WS_STAGEX_T(TY) ((WS_RW + 1023) / 1024 * 1024) /* XT: a stage without the raw bytes */
-/* XT = 2 (Q6_K, opt-in: wg_xt): one ring of WS_R2 slots that both producers share, step kt in slot (kt - kb) %
- * WS_R2, each slot with an mbarrier its copies arrive on */
-#define WS_R2 3
 #define WS_RING_T(TY) (WS_NP * WS_R_T(TY) * GN * WS_RAWX_T(TY))
-#define WS_RINGX(TY, XT) ((XT) == 2 ? WS_R2 * GN * WS_RAWX_T(TY) : WS_RING_T(TY))
 /* the stages (and rings), the mbarriers, 1024 bytes of alignment slack */
 #define WS_SMEM_TX(TY, XT)                                                                           \
-    ((XT) ? WS_D * WS_STAGEX_T(TY) + WS_RINGX(TY, XT) + 16 * WS_D + 8 * WS_R2 + 1024 \
-          : WS_D * WS_STAGE_T(TY) + 16 * WS_D + 1024)
+    ((XT) ? WS_D * WS_STAGEX_T(TY) + WS_RING_T(TY) + 16 * WS_D + 1024 : WS_D * WS_STAGE_T(TY) + 16 * WS_D + 1024)
 #define WS_SMEM_T(TY) WS_SMEM_TX(TY, 0)
 #define WS_STAGE WS_STAGE_T(MEMRA_TYPE_Q8_0) /* Q8_0 and Q4_K */
 #define WS_SMEM WS_SMEM_T(MEMRA_TYPE_Q8_0)
@@ -805,7 +800,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     constexpr int STAGE = XT ? WS_STAGEX_T(TYPE) : WS_STAGE_T(TYPE), RAW = XT ? WS_RAWX_T(TYPE) : WS_RAW_T(TYPE);
     constexpr int R = WS_R_T(TYPE); /* XT: raw ring slots a producer */
     static_assert(WS_SMEM_TX(TYPE, XT) <= 227 * 1024, "k_gemm_wg: more shared memory than a block may have");
-    static_assert(XT != 1 || R >= 1, "k_gemm_wg: a raw ring needs a slot");
+    static_assert(XT == 0 || XT == 1, "k_gemm_wg: XT is 0 or 1");
+    static_assert(XT == 0 || R >= 1, "k_gemm_wg: a raw ring needs a slot");
     /* a consumer thread's registers: the rest of the block's (ptxas: no spills) */
     constexpr int PREG = WS_PREG_T(TYPE), CREG = (WS_ENTRY * WS_THREADS - 128 * WS_NP * PREG) / 256 / 8 * 8;
     extern __shared__ uint8_t wg_raw[];
@@ -813,9 +809,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
      * loads in the shared space (a pointer from an integer made them generic loads) */
     uint8_t *sm = wg_raw + ((1024u - ((uint32_t)__cvta_generic_to_shared(wg_raw) & 1023u)) & 1023u);
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
-    /* an mbarrier per stage, after the stages (XT: and the raw rings); XT = 2: then one per raw slot */
-    const uint32_t full = sbase + WS_D * STAGE + (XT ? WS_RINGX(TYPE, XT) : 0), empty = full + 8 * WS_D,
-                   rawb = empty + 8 * WS_D;
+    /* an mbarrier per stage, after the stages (XT: and the raw rings) */
+    const uint32_t full = sbase + WS_D * STAGE + (XT ? WS_RING_T(TYPE) : 0), empty = full + 8 * WS_D;
     const int tid = threadIdx.x;
     const int64_t t0 = (int64_t)blockIdx.x * GM, r0 = (int64_t)((int)blockIdx.y - (second ? ry : 0)) * GN;
     const int64_t nk = in / GK;
@@ -830,8 +825,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             mbar_init<XT ? 129 : 128>(full + 8 * s); /* XT: + the TMA thread's expect_tx arrival */
             mbar_init<8>(empty + 8 * s);
         }
-        if (XT == 2)
-            for (int s = 0; s < WS_R2; s++) mbar_init<128>(rawb + 8 * s); /* a producer's 128 threads' copies */
         mbar_init_fence();
     }
     __syncthreads();
@@ -844,7 +837,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
          * m of the tile's 5 (Q8_0) or 3 (Q4_K) a row, the x tiles as chunk i % 8 of tokens i / 8 + 16 q. */
         /* XT: producer pw's ring slot of step kt (its own steps kb + pw, kb + pw + WS_NP, .. in turn) */
         auto rslot = [&](int64_t kt) {
-            if (XT == 2) return sm + WS_D * STAGE + (size_t)((kt - kb) % WS_R2) * (GN * RAW);
             return sm + WS_D * STAGE + (size_t)(pw * R + (int)(((kt - kb) / WS_NP) % R)) * (GN * RAW);
         };
         auto copy = [&](int64_t kt) { /* step kt's raw rows, x tiles and (Q4_K) sums into its stage (XT: raw only) */
@@ -986,59 +978,35 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                 }
             };
             if (tid == 128 * pw && kb + pw < ke) tma(kb + pw); /* stage pw: fresh */
-            if constexpr (XT == 2) {
-                /* One ring for both producers: step k's raw bytes are copied by the producer that converted step
-                 * k - WS_R2 (the other one), once its threads are done with that slot, and arrive on the slot's
-                 * mbarrier as they land (cp.async.mbarrier.arrive). The first WS_R2 steps: producer 0 takes step
-                 * kb, producer 1 steps kb + 1, kb + 2. */
-                auto copy_arrive = [&](int64_t k) {
-                    copy(k);
-                    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(
-                                     rawb + 8u * (uint32_t)((k - kb) % WS_R2))
-                                 : "memory");
-                };
-                for (int64_t k = kb + pw; k < kb + WS_R2 && k < ke; k += pw ? 1 : WS_R2) copy_arrive(k);
-                for (int64_t kt = kb + pw; kt < ke; kt += WS_NP) {
-                    mbar_wait(rawb + 8u * (uint32_t)((kt - kb) % WS_R2), (uint32_t)(((kt - kb) / WS_R2) & 1));
-                    convert(kt);
-                    wg_proxy_fence();
-                    ws_arrive(full + 8 * sl(kt));
-                    asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* every thread done with the slot */
-                    if (kt + WS_R2 < ke) copy_arrive(kt + WS_R2);
-                    next_x(kt);
-                }
-                return;
-            } else {
-                /* The raw bytes of this producer's own steps n = 0, 1, .. go R - 1 ahead through its ring: at own
-                 * step n, once every thread is done with step n - 1's slot (the bar.sync), that slot takes step
-                 * n + R - 1. With one slot (Q6_K), step n + 1's copies are issued once every thread is done with
-                 * step n's. */
+            /* The raw bytes of this producer's own steps n = 0, 1, .. go R - 1 ahead through its ring: at own
+             * step n, once every thread is done with step n - 1's slot (the bar.sync), that slot takes step
+             * n + R - 1. With one slot (Q6_K), step n + 1's copies are issued once every thread is done with
+             * step n's. */
 #pragma unroll 1
-                for (int n = 0; n < (R > 1 ? R - 1 : 1); n++) {
-                    if (kb + pw + WS_NP * n < ke) copy(kb + pw + WS_NP * n);
+            for (int n = 0; n < (R > 1 ? R - 1 : 1); n++) {
+                if (kb + pw + WS_NP * n < ke) copy(kb + pw + WS_NP * n);
+                mmv_cp_commit();
+            }
+            for (int64_t kt = kb + pw; kt < ke; kt += WS_NP) {
+                if constexpr (R > 1) {
+                    mmv_cp_wait<R - 2>(); /* this thread's raw copies of kt, then every thread's (kt - 2 done) */
+                    asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory");
+                    if (kt + WS_NP * (R - 1) < ke) copy(kt + WS_NP * (R - 1));
+                    mmv_cp_commit();
+                    convert(kt);
+                } else {
+                    mmv_cp_wait<0>();
+                    asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory");
+                    convert(kt);
+                    asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* all done with the slot */
+                    if (kt + WS_NP < ke) copy(kt + WS_NP);
                     mmv_cp_commit();
                 }
-                for (int64_t kt = kb + pw; kt < ke; kt += WS_NP) {
-                    if constexpr (R > 1) {
-                        mmv_cp_wait<R - 2>(); /* this thread's raw copies of kt, then every thread's (kt - 2 done) */
-                        asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory");
-                        if (kt + WS_NP * (R - 1) < ke) copy(kt + WS_NP * (R - 1));
-                        mmv_cp_commit();
-                        convert(kt);
-                    } else {
-                        mmv_cp_wait<0>();
-                        asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory");
-                        convert(kt);
-                        asm volatile("bar.sync %0, 128;" ::"r"(1 + pw) : "memory"); /* all done with the slot */
-                        if (kt + WS_NP < ke) copy(kt + WS_NP);
-                        mmv_cp_commit();
-                    }
-                    wg_proxy_fence(); /* its stores, to the consumers' wgmma */
-                    ws_arrive(full + 8 * sl(kt));
-                    next_x(kt);
-                }
-                return;
+                wg_proxy_fence(); /* its stores, to the consumers' wgmma */
+                ws_arrive(full + 8 * sl(kt));
+                next_x(kt);
             }
+            return;
         }
         if (kb + pw < ke) copy(kb + pw); /* stage pw: fresh */
         mmv_cp_commit();
@@ -1375,13 +1343,15 @@ static cudaError_t wg_xmap(const __half *xp, int64_t T, int64_t in, CUtensorMap 
  * MEMRA_GEMM_TMA6=0 (Q6_K: the cp.async kernel, XT = 0). The same bits. H100, T = 512 (bench/results/
  * 2026-12-06d-h100.md): 11-13% less time a Q8_0 or Q4_K GEMM in gemm_lab, 27b q4_k_m prefill 512 +6.6%, 9b q8_0
  * +8%, 9b q4_k_m +5.7% (run 2); Q6_K with its one raw slot a producer 15-17% less a GEMM, then 27b +3.6%,
- * 35b-a3b +1.7% (run 3). MEMRA_GEMM_TMA6=2: Q6_K's shared three-slot raw ring (XT = 2; NOT YET RUN on a GPU). */
+ * 35b-a3b +1.7% (run 3). A three-slot raw ring that Q6_K's two producers shared (XT = 2, step k's bytes copied by
+ * the producer that converted step k - 3) was slower: {17408, 5120} 911 -> 1,043 us, {5120, 10240} 562 -> 647, 27b
+ * prefill 512 -3.2% (2026-12-06e run 1); removed. */
 static inline int wg_xt(int type) {
     static int on = -1, m6 = -1;
     if (type != MEMRA_TYPE_Q6_K) return env_on("MEMRA_GEMM_TMA", &on);
     if (m6 < 0) {
         const char *e = getenv("MEMRA_GEMM_TMA6");
-        m6 = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "2") ? 2 : 1;
+        m6 = !(e && !strcmp(e, "0"));
     }
     return m6;
 }
@@ -1508,11 +1478,8 @@ static memra_status gemm_wg_run(memra_backend *be, const uint8_t *W, size_t rb, 
     if (xt && wg_xmap(xp, T, in, &xmap) != cudaSuccess) xt = 0; /* no tensor map: the cp.async kernel */
     float *yo = S > 1 ? part : y;
     const int acc = S > 1 ? 0 : accumulate;
-    constexpr int X2 = TYPE == MEMRA_TYPE_Q6_K ? 2 : 1; /* wg_xt gives 2 for Q6_K alone */
-    if (xt == 1)
+    if (xt)
         st = gemm_wg_launch<TYPE, TM, 1>(be, grid, W, rb, in, n_out, xp, xsum, yo, T, acc, W2, n_out2, y2, ry, xmap);
-    else if (xt == 2)
-        st = gemm_wg_launch<TYPE, TM, X2>(be, grid, W, rb, in, n_out, xp, xsum, yo, T, acc, W2, n_out2, y2, ry, xmap);
     else
         st = gemm_wg_launch<TYPE, TM, 0>(be, grid, W, rb, in, n_out, xp, xsum, yo, T, acc, W2, n_out2, y2, ry, xmap);
     if (st) return st;
