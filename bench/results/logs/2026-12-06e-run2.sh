@@ -1,5 +1,5 @@
 #!/bin/bash
-# NOT RUN (session 23: no machine, then the device time was spent).
+# Run in session 24 as 2026-12-06e run 2 (written in session 23 as 2026-12-06d-run4.sh, not run then).
 # 2026-12-06d run 4: the session's final tree (k_gemm_wg's TMA variant by default for Q8_0, Q4_K and Q6_K; the wide
 # decode K split for grids of [sms/2, sms) blocks). .bin/memra from the dev machine (xz). Gates (seed 190), the four
 # files through bench/run_gpu.sh, then ncu durations of one 27b q4_k_m prefill of 512 tokens.

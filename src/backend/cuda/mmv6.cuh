@@ -767,9 +767,8 @@ static __global__ void __launch_bounds__(32 * MMV6C_WMAX) k_mmv6c(mmv_args a) {
                 mmv6_stage<1>(a.x, a.in, T, sb, lane, a.nw, ninv, stg, sinv);
                 mmv6_sb<1>(cur, acc, stg, sinv, T, gid, tig);
             }
-            __syncwarp(); /* every lane's reads of the slot are done */
-            if (lane == 0) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            __syncwarp();
+            __syncwarp(); /* every lane's reads of the slot are done, */
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* before the copies' async writes */
             issue(ik, ic, i + D);
             if (ik < ks) next(ik, ic);
         }
