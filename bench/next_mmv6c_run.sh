@@ -40,6 +40,7 @@ CFGS=("MEMRA_MMV6C=0" "MEMRA_MMV6B=2" "MEMRA_MMV6C=1" "MEMRA_MMV6B=2 MEMRA_MMV6C
       "MEMRA_MMV6B=2 MEMRA_MMV6C=1 MEMRA_MMV6C_D=3" "MEMRA_MMV6B=2 MEMRA_MMV6C=1 MEMRA_MMV6C_C=4")
 for m in 27b:q4_k_m 9b:q4_k_m 35b-a3b:q4_k_m; do
   p=${m%%:*} t=${m##*:} f=/tmp/ab-$p-$t.gguf
+  [ $(( $(date +%s) - T0 )) -gt $(( ${BUDGET:-480} - 100 )) ] && { echo "$m: skipped (time)"; continue; }
   $B mkmodel --preset $p --type $t --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 || echo mkmodel failed
   $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-base.f32 2>>$OUT/ab.log
   ECS="1 3"; [ $C_OK = 0 ] && ECS="1"
