@@ -5,7 +5,10 @@
 #   MEMRA_MMV6C=1: k_mmv6c (new, mmv6.cuh) for longer rows (ffn_down {12288, 4096}, {17408, 5120}); =2: for every
 #     T <= 4 Q6_K launch k_mmv6b does not take. MEMRA_MMV6C_D=3 / MEMRA_MMV6C_C=4: its other instantiations.
 # All of them are k_mmv6's arithmetic, so the logits must be cmp-equal to the default's. One call from the repo root,
-# .bin/memra and .fix carried xz'd (~6 min):
+# .bin/memra, .bin/mmv6_lab (bench/kernels/lab.sh mmv6_lab, stripped) and .fix carried xz'd (~6 min; BUDGET=s drops
+# the models that would not fit):
+#   0. mmv6_lab on the 9b / 27b / 35b-a3b Q6_K decode shapes under each switch: CPU check, T = 4, 8, 15 rows
+#      memcmp-equal to T = 1 (k_mmv6c / k_mmv6b against k_mmv6), microseconds a launch;
 #   1. gate kernels 9b under MMV6C=2 (k_mmv6c on every T <= 4 shape; 30 s: a hang must not eat the call), then
 #      27b, 9b, 35b-a3b, 0.8b under MMV6B=2 MMV6C=1; gate model;
 #   2. 27b, 9b and 35b-a3b q4_k_m: logits cmp of each configuration against the default; decode@0 A/B, two rounds;
@@ -20,6 +23,13 @@ for z in glob.glob('.fix/*.xz')+glob.glob('.bin/*.xz'):
 "; chmod +x .bin/*
 B=.bin/memra
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+for s in "17408 5120" "12288 4096" "5120 10240" "4096 8192" "2048 8192"; do
+  for cfg in "MEMRA_MMV6C=0" "MEMRA_MMV6B=2" "MEMRA_MMV6C=2"; do
+    echo "== $cfg $s" >> $OUT/lab.txt
+    env $cfg timeout 30 .bin/mmv6_lab $s >> $OUT/lab.txt 2>&1; echo "rc=$?" >> $OUT/lab.txt
+  done
+done
+grep -E "^==|err|T=1 |rc=[1-9]|FAIL" $OUT/lab.txt
 # a hang in the new kernel (an mbarrier never completing) must not eat the call: a short first try
 MEMRA_MMV6C=2 timeout 30 $B gate kernels --model 9b --seed 194 >$OUT/smoke.log 2>&1; rc=$?
 echo "smoke MMV6C=2 gate kernels 9b rc=$rc"; tail -3 $OUT/smoke.log
