@@ -21,6 +21,8 @@
  * its sequence's tokens and state, never on T or on the other sequences. */
 #include <math.h>
 
+#include <cooperative_groups.h>
+
 #include "backend/cuda/ops.cuh"
 
 #define GDN_MAX_DCONV 8
@@ -137,7 +139,25 @@ template <int N> __device__ __forceinline__ float gdn_dot(const float *r, const 
  * channel and value of q[i], threads DK..2DK-1 of k[i], threads 0..CB-1 the
  * block's v channels; the q/k norms sum their warps' partials in warp order,
  * a block's o^2 part is the warp sum of warp 0 (CB <= 32). */
-template <int DK, int DV>
+/* ---- CL: the decode step's cross-block sums in a thread-block cluster ----
+ *
+ * What: k_gdn for launches of one token a sequence (a decode step), with
+ * the blocks that share a key head ((n_v / n_k) GDN_NS consecutive blocks,
+ * kv_tiled = 0) launched as one cluster (sm_90; at most 8 blocks, the
+ * portable size: 9B, 35B-A3B, 0.8B). A block keeps its raw o in shared
+ * memory and its o^2 part in one shared float; after a cluster barrier each
+ * block reads its head's GDN_NS parts from the other blocks' shared memory
+ * (distributed shared memory), adds them in split order 0, 1, .. as the last
+ * block does in k_gdn, and writes its own columns of the gated norm; the
+ * cluster's rank 0 writes the q/k conv state (every block read the old one
+ * before the barrier). No counters, fences or global round trips of o and
+ * the parts: k_gdn's end is a __threadfence, two atomics and the last
+ * block's reads of o and the parts from L2, in series after the state's
+ * stores.
+ * Bits: the same operations on the same values in the same order (o, the
+ * parts' warp sums, tot = ((p0 + p1) + p2) + p3, the norm's expression).
+ * NOT YET MEASURED (written without a GPU): MEMRA_GDN_CLUSTER=1 turns it on. */
+template <int DK, int DV, bool CL = false>
 __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
     constexpr int KR = DK / 32, CB = DV / GDN_NS, CW = CB / 8;
     static_assert(DK % 32 == 0 && DK <= 128 && DV % 32 == 0 && DV <= 128, "gdn: head sizes");
@@ -145,6 +165,7 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
     __shared__ __align__(16) float qn[DK], kn[DK]; /* vector reads of qn, kn */
     __shared__ float vs[CB], os[CB], red[8];
     __shared__ int last_key, last_head;
+    __shared__ float pcl; /* CL: this block's o^2 part of the step's token */
     const int h = blockIdx.x / GDN_NS, sp = blockIdx.x % GDN_NS, s = blockIdx.y;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tid = threadIdx.x;
     const int kh = a.kv_tiled ? h % a.n_k : h / (a.n_v / a.n_k);
@@ -214,14 +235,40 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
         if (w == 0) {
             float o = lane < CB ? os[lane] : 0.0f;
             float p = warp_sum(o * o);
-            if (lane < CB) a.out[(int64_t)t * vdim + (int64_t)h * DV + sp * CB + lane] = o;
-            if (lane == 0) a.part[((int64_t)t * a.n_v + h) * GDN_NS + sp] = p;
+            if (CL) {
+                if (lane == 0) pcl = p; /* o stays in os: one token a sequence */
+            } else {
+                if (lane < CB) a.out[(int64_t)t * vdim + (int64_t)h * DV + sp * CB + lane] = o;
+                if (lane == 0) a.part[((int64_t)t * a.n_v + h) * GDN_NS + sp] = p;
+            }
         }
+        if (CL) break;   /* one token a sequence: os and pcl are read after the cluster barrier */
         __syncthreads(); /* qn/kn/vs/os/red are rewritten by the next token */
     }
 #pragma unroll
     for (int jj = 0; jj < CW; jj++) gdn_store<KR>(S + (int64_t)(CW * w + jj) * DK + KR * lane, st[jj]);
     if (tid < CB) gdn_ch_save(cv, a.conv_state + (slot * a.conv_dim + ch_v) * (dc - 1), dc);
+    if constexpr (CL) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        const bool has = t1 > t0;
+        const int64_t idx = (int64_t)t0 * vdim + (int64_t)h * DV + sp * CB + tid;
+        const float zv = has && tid < CB ? a.z[idx] : 0.0f, nv = tid < CB ? a.norm[sp * CB + tid] : 0.0f;
+        cl.sync(); /* every block's part and os are written, and its reads of the old q/k conv state done */
+        if (cl.block_rank() == 0 && tid < 2 * DK)
+            gdn_ch_save(cqk, a.conv_state + (slot * a.conv_dim + ch_qk) * (dc - 1), dc);
+        if (has && tid < CB) {
+            const unsigned r0 = cl.block_rank() - (unsigned)sp; /* split 0 of this head */
+            float tot = *cl.map_shared_rank(&pcl, r0);
+#pragma unroll
+            for (int k = 1; k < GDN_NS; k++) tot += *cl.map_shared_rank(&pcl, r0 + (unsigned)k);
+            a.out[idx] = os[tid] / sqrtf(tot / (float)DV + a.eps) * nv * silu_f(zv);
+        }
+        cl.sync(); /* no block leaves while another reads its shared memory */
+#endif
+        return;
+    }
     /* the gated norm's z and norm weight, loaded by every block before the count (one pass: a decode
      * step), so that the head's last block does not wait for them after it */
     const bool one_pass = (int64_t)(t1 - t0) * DV <= (int64_t)blockDim.x;
@@ -263,25 +310,39 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
 
 typedef void (*gdn_fn)(gdn_args);
 
-template <int DK> static gdn_fn gdn_pick_dv(int dv) {
+template <int DK, bool CL> static gdn_fn gdn_pick_dv(int dv) {
     switch (dv) {
-    case 32: return k_gdn<DK, 32>;
-    case 64: return k_gdn<DK, 64>;
-    case 96: return k_gdn<DK, 96>;
-    case 128: return k_gdn<DK, 128>;
+    case 32: return k_gdn<DK, 32, CL>;
+    case 64: return k_gdn<DK, 64, CL>;
+    case 96: return k_gdn<DK, 96, CL>;
+    case 128: return k_gdn<DK, 128, CL>;
     default: return NULL;
     }
 }
 
-/* The head kernel for d_k, d_v; NULL for sizes without an instance. */
-static gdn_fn gdn_pick(int dk, int dv) {
+/* The head kernel for d_k, d_v (cl: its cluster variant); NULL for sizes without an instance. */
+template <bool CL = false> static gdn_fn gdn_pick(int dk, int dv) {
     switch (dk) {
-    case 32: return gdn_pick_dv<32>(dv);
-    case 64: return gdn_pick_dv<64>(dv);
-    case 96: return gdn_pick_dv<96>(dv);
-    case 128: return gdn_pick_dv<128>(dv);
+    case 32: return gdn_pick_dv<32, CL>(dv);
+    case 64: return gdn_pick_dv<64, CL>(dv);
+    case 96: return gdn_pick_dv<96, CL>(dv);
+    case 128: return gdn_pick_dv<128, CL>(dv);
     default: return NULL;
     }
+}
+
+/* The cluster size of k_gdn<.., true> for p's heads, or 0 where it does not
+ * take the launch: MEMRA_GDN_CLUSTER unset or 0, not sm_90, kv_tiled, more
+ * than 8 blocks a key head, or a sequence with more than one token (T !=
+ * n_seqs). */
+static int gdn_cluster(int64_t T, int n_seqs, const memra_gdn_params *p) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("MEMRA_GDN_CLUSTER");
+        on = e && !strcmp(e, "1");
+    }
+    const int cl = p->n_v / p->n_k * GDN_NS;
+    return on && cuda_sm90 && !p->kv_tiled && cl <= 8 && T == n_seqs ? cl : 0;
 }
 
 /* ---- prefill: the same arithmetic in three kernels (T >= GDN_SCAN_MIN_T) ----
@@ -600,8 +661,21 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
         int32_t n = b->n_seqs - s0 < per ? b->n_seqs - s0 : per;
         a.seq_start = b->d_seq_start + s0;
         a.slot = b->d_slot + s0;
-        cuda_launch(kern, dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), 256, 0, c->stream, a);
-        st = CUDA_LAUNCHED(be, "gdn");
+        const int cl = gdn_cluster(T, b->n_seqs, p);
+        if (cl) {
+            cudaLaunchAttribute at[2];
+            at[0].id = cudaLaunchAttributeClusterDimension;
+            at[0].val.clusterDim.x = (unsigned)cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+            at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[1].val.programmaticStreamSerializationAllowed = 1;
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), cfg.blockDim = 256;
+            cfg.stream = c->stream, cfg.attrs = at, cfg.numAttrs = cuda_pdl ? 2 : 1;
+            st = cuda_check(be, cudaLaunchKernelEx(&cfg, gdn_pick<true>(p->d_k, p->d_v), a), "gdn (cluster)");
+        } else {
+            cuda_launch(kern, dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), 256, 0, c->stream, a);
+            st = CUDA_LAUNCHED(be, "gdn");
+        }
         if (st) return st;
     }
     return MEMRA_OK;
