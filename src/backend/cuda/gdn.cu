@@ -143,8 +143,9 @@ template <int N> __device__ __forceinline__ float gdn_dot(const float *r, const 
  *
  * What: k_gdn for launches of one token a sequence (a decode step), with
  * the blocks that share a key head ((n_v / n_k) GDN_NS consecutive blocks,
- * kv_tiled = 0) launched as one cluster (sm_90; at most 8 blocks, the
- * portable size: 9B, 35B-A3B, 0.8B). A block keeps its raw o in shared
+ * kv_tiled = 0) launched as one cluster (sm_90; 8 blocks on 9B and 35B-A3B,
+ * 4 on 0.8B, 12 on 27B: above the portable 8, where the device must allow
+ * it). A block keeps its raw o in shared
  * memory and its o^2 part in one shared float; after a cluster barrier each
  * block reads its head's GDN_NS parts from the other blocks' shared memory
  * (distributed shared memory), adds them in split order 0, 1, .. as the last
@@ -333,16 +334,32 @@ template <bool CL = false> static gdn_fn gdn_pick(int dk, int dv) {
 
 /* The cluster size of k_gdn<.., true> for p's heads, or 0 where it does not
  * take the launch: MEMRA_GDN_CLUSTER unset or 0, not sm_90, kv_tiled, more
- * than 8 blocks a key head, or a sequence with more than one token (T !=
- * n_seqs). */
-static int gdn_cluster(int64_t T, int n_seqs, const memra_gdn_params *p) {
-    static int on = -1;
+ * than 16 blocks a key head, a sequence with more than one token (T !=
+ * n_seqs), or a size the device cannot run. Above 8 (27B: 12) the size is
+ * not portable: the kernel is allowed it, and the device must fit at least
+ * one such cluster (cudaOccupancyMaxActiveClusters, asked once a size). */
+static int gdn_cluster(int64_t T, int n_seqs, const memra_gdn_params *p, gdn_fn k) {
+    static int on = -1, fits[17];
     if (on < 0) {
         const char *e = getenv("MEMRA_GDN_CLUSTER");
         on = e && !strcmp(e, "1");
     }
     const int cl = p->n_v / p->n_k * GDN_NS;
-    return on && cuda_sm90 && !p->kv_tiled && cl <= 8 && T == n_seqs ? cl : 0;
+    if (!on || !cuda_sm90 || p->kv_tiled || cl > 16 || T != n_seqs) return 0;
+    if (cl > 8 && !fits[cl]) { /* 1: fits, -1: does not (per size: the instance is the same d_k, d_v in a model) */
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)(p->n_v * GDN_NS)), cfg.blockDim = 256, cfg.attrs = at, cfg.numAttrs = 1;
+        int n = 0;
+        fits[cl] = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+                           cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n > 0
+                       ? 1
+                       : -1;
+        cudaGetLastError(); /* a refusal above is an answer, not the backend's error */
+    }
+    return cl <= 8 || fits[cl] > 0 ? cl : 0;
 }
 
 /* ---- prefill: the same arithmetic in three kernels (T >= GDN_SCAN_MIN_T) ----
@@ -661,7 +678,8 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
         int32_t n = b->n_seqs - s0 < per ? b->n_seqs - s0 : per;
         a.seq_start = b->d_seq_start + s0;
         a.slot = b->d_slot + s0;
-        const int cl = gdn_cluster(T, b->n_seqs, p);
+        const gdn_fn kcl = gdn_pick<true>(p->d_k, p->d_v);
+        const int cl = gdn_cluster(T, b->n_seqs, p, kcl);
         if (cl) {
             cudaLaunchAttribute at[2];
             at[0].id = cudaLaunchAttributeClusterDimension;
@@ -671,7 +689,7 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
             cudaLaunchConfig_t cfg = {};
             cfg.gridDim = dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), cfg.blockDim = 256;
             cfg.stream = c->stream, cfg.attrs = at, cfg.numAttrs = cuda_pdl ? 2 : 1;
-            st = cuda_check(be, cudaLaunchKernelEx(&cfg, gdn_pick<true>(p->d_k, p->d_v), a), "gdn (cluster)");
+            st = cuda_check(be, cudaLaunchKernelEx(&cfg, kcl, a), "gdn (cluster)");
         } else {
             cuda_launch(kern, dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), 256, 0, c->stream, a);
             st = CUDA_LAUNCHED(be, "gdn");
