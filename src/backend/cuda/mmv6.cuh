@@ -465,6 +465,9 @@ static inline size_t mmv6b_smem_bytes(int g, int dg, int T, int nsb, int ks, siz
  * every weight's n_out % 16 == 0 (whole tiles only), 16-byte aligned. */
 template <int G, int DG>
 static __global__ void __launch_bounds__(32 * MMV6B_WARPS) k_mmv6b(mmv_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap(); /* bulk copies and mbarrier transactions: sm_90 (mmv6_sm90 keeps older devices off it) */
+#else
     extern __shared__ __align__(128) uint8_t mb_sh[]; /* [G][DG] slots, staging, partials */
     __shared__ float ninv[MMV_MAX_T];
     __shared__ float sx[MMV_KS_MAX][MMV6P_SBW][4]; /* 1 / s of (warp, its super-block k, token) */
@@ -560,6 +563,7 @@ static __global__ void __launch_bounds__(32 * MMV6B_WARPS) k_mmv6b(mmv_args a) {
     if (wp == 0 && lane == 0)
 #pragma unroll
         for (int d = 0; d < DG; d++) mbar_inval(bar0 + 8 * d);
+#endif
 }
 
 /* The instantiation for G groups of DG slots (1 <= G <= MMV6B_GMAX, DG 1 or 2). */
@@ -586,6 +590,14 @@ static inline int mmv6b_per_sm(mmv6b_kernel K, int warps, size_t smem) {
     int per = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, K, 32 * warps, smem) != cudaSuccess) return 0;
     return per;
+}
+
+/* Whether the device runs k_mmv6b and k_mmv6c (sm_90: bulk copies with
+ * mbarrier transactions); asked once. */
+static inline bool mmv6_sm90(void) {
+    static int major = -1;
+    if (major < 0 && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess) major = 0;
+    return major >= 9;
 }
 
 /* k_mmv6b's configuration for launch a (ks warps a group): of the G, DG
@@ -631,7 +643,9 @@ static inline bool mmv6b_launch(const mmv_args &a, cudaStream_t s, int ks) {
         const char *e = getenv("MEMRA_MMV6B");
         mode = e && *e ? atoi(e) : 1;
     }
-    if (!mode || !mmv6p_ok(a.T, a.in) || (a.in / 256) % 2 || (mode != 2 && a.blk0[4] < MMV6P_MIN_TILES)) return false;
+    if (!mode || !mmv6p_ok(a.T, a.in) || (a.in / 256) % 2 || (mode != 2 && a.blk0[4] < MMV6P_MIN_TILES) ||
+        !mmv6_sm90())
+        return false;
     for (int i = 0; i < 4; i++)
         if (a.blk0[i + 1] > a.blk0[i] && (a.n_out[i] % 16 || !cuda_aligned16(a.W[i]))) return false;
     if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) return false;
@@ -693,6 +707,9 @@ static inline size_t mmv6c_smem_bytes(int d, int c, int T, int ks) {
 
 template <int D, int C>
 static __global__ void __launch_bounds__(32 * MMV6C_WMAX) k_mmv6c(mmv_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap(); /* as k_mmv6b */
+#else
     constexpr int P = mmv6c_pitch(C), SLOT = 16 * P;
     extern __shared__ __align__(128) uint8_t mc_sh[];
     __shared__ float ninv[MMV_MAX_T];
@@ -788,6 +805,7 @@ static __global__ void __launch_bounds__(32 * MMV6C_WMAX) k_mmv6c(mmv_args a) {
     if (lane == 0)
 #pragma unroll
         for (int d = 0; d < D; d++) mbar_inval(bar0 + 8 * d);
+#endif
 }
 
 /* Launches k_mmv6c for a (blk0 filled, ks = mmv_ks) when MEMRA_MMV6C takes
@@ -799,7 +817,7 @@ static inline bool mmv6c_launch(const mmv_args &a, cudaStream_t s, int ks) {
         mode = e && *e ? atoi(e) : 0;
         d = ed && !strcmp(ed, "3") ? 3 : 2, c = ec && !strcmp(ec, "4") ? 4 : 2;
     }
-    if (!mode || a.T > 4 || a.swiglu || (mode == 1 && mmv6p_ok(a.T, a.in))) return false;
+    if (!mode || a.T > 4 || a.swiglu || (mode == 1 && mmv6p_ok(a.T, a.in)) || !mmv6_sm90()) return false;
     const size_t sm = mmv6c_smem_bytes(d, c, a.T, ks);
     const unsigned grid = (unsigned)a.blk0[4], block = 32u * (unsigned)mmv6c_warps(ks);
     const size_t smax = mmv6c_smem_bytes(3, 4, 4, MMV_KS_MAX);
