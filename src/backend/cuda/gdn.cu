@@ -128,6 +128,28 @@ template <int N> __device__ __forceinline__ float gdn_dot(const float *r, const 
     return acc;
 }
 
+/* ---- CL: the decode step's cross-block sums in a thread-block cluster ----
+ *
+ * What: k_gdn for launches of one token a sequence (a decode step), with
+ * the blocks that share a key head launched as one cluster (sm_90; 8 blocks
+ * on 9B and 35B-A3B, 4 on 0.8B, 12 on 27B: above the portable 8, where the
+ * device must allow it). Cluster c is key head c: its (n_v / n_k) GDN_NS
+ * blocks take the v-heads of key head c (h = c + i n_k when kv_tiled, else
+ * c n_v / n_k + i) and their splits, in that order. A block keeps its raw o in shared
+ * memory and its o^2 part in one shared float; after a cluster barrier each
+ * block reads its head's GDN_NS parts from the other blocks' shared memory
+ * (distributed shared memory), adds them in split order 0, 1, .. as the last
+ * block does in k_gdn, and writes its own columns of the gated norm; the
+ * cluster's rank 0 writes the q/k conv state (every block read the old one
+ * before the barrier). No counters, fences or global round trips of o and
+ * the parts: k_gdn's end is a __threadfence, two atomics and the last
+ * block's reads of o and the parts from L2, in series after the state's
+ * stores. A sequence of more than one token in such a launch (T = n_seqs
+ * with an empty sequence beside it) takes k_gdn's end for its blocks.
+ * Bits: the same operations on the same values in the same order (o, the
+ * parts' warp sums, tot = ((p0 + p1) + p2) + p3, the norm's expression).
+ * NOT YET MEASURED (written without a GPU): MEMRA_GDN_CLUSTER=1 turns it on. */
+
 /* Launch contract: grid (n_v * GDN_NS, n_seqs of this launch <=
  * GDN_MAX_COUNTERS / n_v), block 256 (8 warps); DK, DV in {32, 64, 96, 128}
  * (the launcher picks the instance); the counters are zero. CB = DV / GDN_NS
@@ -139,25 +161,6 @@ template <int N> __device__ __forceinline__ float gdn_dot(const float *r, const 
  * channel and value of q[i], threads DK..2DK-1 of k[i], threads 0..CB-1 the
  * block's v channels; the q/k norms sum their warps' partials in warp order,
  * a block's o^2 part is the warp sum of warp 0 (CB <= 32). */
-/* ---- CL: the decode step's cross-block sums in a thread-block cluster ----
- *
- * What: k_gdn for launches of one token a sequence (a decode step), with
- * the blocks that share a key head ((n_v / n_k) GDN_NS consecutive blocks,
- * kv_tiled = 0) launched as one cluster (sm_90; 8 blocks on 9B and 35B-A3B,
- * 4 on 0.8B, 12 on 27B: above the portable 8, where the device must allow
- * it). A block keeps its raw o in shared
- * memory and its o^2 part in one shared float; after a cluster barrier each
- * block reads its head's GDN_NS parts from the other blocks' shared memory
- * (distributed shared memory), adds them in split order 0, 1, .. as the last
- * block does in k_gdn, and writes its own columns of the gated norm; the
- * cluster's rank 0 writes the q/k conv state (every block read the old one
- * before the barrier). No counters, fences or global round trips of o and
- * the parts: k_gdn's end is a __threadfence, two atomics and the last
- * block's reads of o and the parts from L2, in series after the state's
- * stores.
- * Bits: the same operations on the same values in the same order (o, the
- * parts' warp sums, tot = ((p0 + p1) + p2) + p3, the norm's expression).
- * NOT YET MEASURED (written without a GPU): MEMRA_GDN_CLUSTER=1 turns it on. */
 template <int DK, int DV, bool CL = false>
 __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
     constexpr int KR = DK / 32, CB = DV / GDN_NS, CW = CB / 8;
@@ -167,9 +170,14 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
     __shared__ float vs[CB], os[CB], red[8];
     __shared__ int last_key, last_head;
     __shared__ float pcl; /* CL: this block's o^2 part of the step's token */
-    const int h = blockIdx.x / GDN_NS, sp = blockIdx.x % GDN_NS, s = blockIdx.y;
+    const int ratio = a.n_v / a.n_k, sp = blockIdx.x % GDN_NS, s = blockIdx.y;
+    int h = blockIdx.x / GDN_NS;
+    if (CL) { /* cluster c: key head c's v-heads i = 0 .. ratio - 1 */
+        const int c = h / ratio, i = h % ratio;
+        h = a.kv_tiled ? c + i * a.n_k : c * ratio + i;
+    }
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tid = threadIdx.x;
-    const int kh = a.kv_tiled ? h % a.n_k : h / (a.n_v / a.n_k);
+    const int kh = a.kv_tiled ? h % a.n_k : h / ratio;
     const int64_t key_dim = (int64_t)a.n_k * DK, vdim = (int64_t)a.n_v * DV;
     const int64_t slot = a.slot[s];
     const int dc = a.dc;
@@ -197,6 +205,7 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
     pdl_start();
     const float qscale = 1.0f / sqrtf((float)DK);
     const int t0 = a.seq_start[s], t1 = a.seq_start[s + 1];
+    const bool clp = CL && t1 - t0 <= 1; /* the cluster's end: the same for every block of a cluster (one sequence) */
     for (int t = t0; t < t1; t++) {
         const float *mt = a.mixed + (int64_t)t * a.conv_dim;
         /* the gate inputs load with the conv inputs, not after the norms' barriers */
@@ -236,20 +245,20 @@ __global__ void __launch_bounds__(256) k_gdn(gdn_args a) {
         if (w == 0) {
             float o = lane < CB ? os[lane] : 0.0f;
             float p = warp_sum(o * o);
-            if (CL) {
+            if (clp) {
                 if (lane == 0) pcl = p; /* o stays in os: one token a sequence */
             } else {
                 if (lane < CB) a.out[(int64_t)t * vdim + (int64_t)h * DV + sp * CB + lane] = o;
                 if (lane == 0) a.part[((int64_t)t * a.n_v + h) * GDN_NS + sp] = p;
             }
         }
-        if (CL) break;   /* one token a sequence: os and pcl are read after the cluster barrier */
+        if (clp) break;  /* one token a sequence: os and pcl are read after the cluster barrier */
         __syncthreads(); /* qn/kn/vs/os/red are rewritten by the next token */
     }
 #pragma unroll
     for (int jj = 0; jj < CW; jj++) gdn_store<KR>(S + (int64_t)(CW * w + jj) * DK + KR * lane, st[jj]);
     if (tid < CB) gdn_ch_save(cv, a.conv_state + (slot * a.conv_dim + ch_v) * (dc - 1), dc);
-    if constexpr (CL) {
+    if (clp) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         namespace cg = cooperative_groups;
         cg::cluster_group cl = cg::this_cluster();
@@ -333,20 +342,21 @@ template <bool CL = false> static gdn_fn gdn_pick(int dk, int dv) {
 }
 
 /* The cluster size of k_gdn<.., true> for p's heads, or 0 where it does not
- * take the launch: MEMRA_GDN_CLUSTER unset or 0, not sm_90, kv_tiled, more
- * than 16 blocks a key head, a sequence with more than one token (T !=
+ * take the launch: MEMRA_GDN_CLUSTER unset or 0, not sm_90, more than 16
+ * blocks a key head, a sequence with more than one token (T !=
  * n_seqs), or a size the device cannot run. Above 8 (27B: 12) the size is
  * not portable: the kernel is allowed it, and the device must fit at least
  * one such cluster (cudaOccupancyMaxActiveClusters, asked once a size). */
 static int gdn_cluster(int64_t T, int n_seqs, const memra_gdn_params *p, gdn_fn k) {
     static int on = -1, fits[17];
+    static gdn_fn fk[17]; /* the instance fits[] was asked for */
     if (on < 0) {
         const char *e = getenv("MEMRA_GDN_CLUSTER");
         on = e && !strcmp(e, "1");
     }
     const int cl = p->n_v / p->n_k * GDN_NS;
-    if (!on || !cuda_sm90 || p->kv_tiled || cl > 16 || T != n_seqs) return 0;
-    if (cl > 8 && !fits[cl]) { /* 1: fits, -1: does not (per size: the instance is the same d_k, d_v in a model) */
+    if (!on || !cuda_sm90 || cl > 16 || T != n_seqs) return 0;
+    if (cl > 8 && fk[cl] != k) { /* fits: 1 it fits, -1 it does not */
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = (unsigned)cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
@@ -357,6 +367,7 @@ static int gdn_cluster(int64_t T, int n_seqs, const memra_gdn_params *p, gdn_fn 
                            cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n > 0
                        ? 1
                        : -1;
+        fk[cl] = k;
         cudaGetLastError(); /* a refusal above is an answer, not the backend's error */
     }
     return cl <= 8 || fits[cl] > 0 ? cl : 0;
