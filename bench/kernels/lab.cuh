@@ -19,6 +19,8 @@
 /* The backend's PDL switch (common.cuh; set by memra_backend_cuda_init,
  * which the labs do not call): labs time single launches without PDL. */
 int cuda_pdl = 0;
+/* The backend's sm_90 flag (common.cuh; memra_backend_cuda_init sets it): lab_init asks the device. */
+int cuda_sm90 = 0;
 #endif
 
 static uint64_t lab_rs = LAB_SEED;
@@ -291,6 +293,9 @@ static inline double lab_copy_gbs(void) {
 
 /* Allocates the L2 flush buffer; returns the copy rate. */
 static inline double lab_init(void) {
+    int major = 0;
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    cuda_sm90 = major >= 9;
     CK(cudaMalloc(&lab_flush_buf, lab_flush_bytes));
     return lab_copy_gbs();
 }

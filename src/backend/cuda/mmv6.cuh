@@ -466,7 +466,7 @@ static inline size_t mmv6b_smem_bytes(int g, int dg, int T, int nsb, int ks, siz
 template <int G, int DG>
 static __global__ void __launch_bounds__(32 * MMV6B_WARPS) k_mmv6b(mmv_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    __trap(); /* bulk copies and mbarrier transactions: sm_90 (mmv6_sm90 keeps older devices off it) */
+    __trap(); /* bulk copies and mbarrier transactions: sm_90 (the launcher checks cuda_sm90) */
 #else
     extern __shared__ __align__(128) uint8_t mb_sh[]; /* [G][DG] slots, staging, partials */
     __shared__ float ninv[MMV_MAX_T];
@@ -592,14 +592,6 @@ static inline int mmv6b_per_sm(mmv6b_kernel K, int warps, size_t smem) {
     return per;
 }
 
-/* Whether the device runs k_mmv6b and k_mmv6c (sm_90: bulk copies with
- * mbarrier transactions); asked once. */
-static inline bool mmv6_sm90(void) {
-    static int major = -1;
-    if (major < 0 && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess) major = 0;
-    return major >= 9;
-}
-
 /* k_mmv6b's configuration for launch a (ks warps a group): of the G, DG
  * that fit (G ks <= MMV6B_WARPS), the most warps an SM, then the most
  * slots an SM (more warps compute, more slots keep copies in flight), then
@@ -644,7 +636,7 @@ static inline bool mmv6b_launch(const mmv_args &a, cudaStream_t s, int ks) {
         mode = e && *e ? atoi(e) : 1;
     }
     if (!mode || !mmv6p_ok(a.T, a.in) || (a.in / 256) % 2 || (mode != 2 && a.blk0[4] < MMV6P_MIN_TILES) ||
-        !mmv6_sm90())
+        !cuda_sm90)
         return false;
     for (int i = 0; i < 4; i++)
         if (a.blk0[i + 1] > a.blk0[i] && (a.n_out[i] % 16 || !cuda_aligned16(a.W[i]))) return false;
@@ -817,7 +809,7 @@ static inline bool mmv6c_launch(const mmv_args &a, cudaStream_t s, int ks) {
         mode = e && *e ? atoi(e) : 0;
         d = ed && !strcmp(ed, "3") ? 3 : 2, c = ec && !strcmp(ec, "4") ? 4 : 2;
     }
-    if (!mode || a.T > 4 || a.swiglu || (mode == 1 && mmv6p_ok(a.T, a.in)) || !mmv6_sm90()) return false;
+    if (!mode || a.T > 4 || a.swiglu || (mode == 1 && mmv6p_ok(a.T, a.in)) || !cuda_sm90) return false;
     const size_t sm = mmv6c_smem_bytes(d, c, a.T, ks);
     const unsigned grid = (unsigned)a.blk0[4], block = 32u * (unsigned)mmv6c_warps(ks);
     const size_t smax = mmv6c_smem_bytes(3, 4, 4, MMV_KS_MAX);
