@@ -263,17 +263,30 @@ __device__ __forceinline__ void mmv_cp_wait(void) {
 }
 
 /* kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute when
- * cuda_pdl is set. */
+ * cuda_pdl is set, in thread-block clusters of `cluster` blocks along x
+ * when cluster > 0 (sm_90). */
+template <typename... P, typename... A>
+static inline void cuda_launch_cl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                  unsigned cluster, A &&...args) {
+    cudaLaunchAttribute at[2];
+    unsigned n = 0;
+    if (cuda_pdl) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster) {
+        at[n].id = cudaLaunchAttributeClusterDimension;
+        at[n].val.clusterDim.x = cluster, at[n].val.clusterDim.y = 1, at[n++].val.clusterDim.z = 1;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
+    cfg.attrs = at, cfg.numAttrs = n;
+    (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...);
+}
 template <typename... P, typename... A>
 static inline void cuda_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                                A &&...args) {
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
-    cfg.attrs = at, cfg.numAttrs = cuda_pdl ? 1 : 0;
-    (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...);
+    cuda_launch_cl(kernel, grid, block, smem, s, 0u, static_cast<A &&>(args)...);
 }
 
 static inline int cuda_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }

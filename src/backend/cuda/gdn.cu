@@ -682,6 +682,8 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
     a.eps = p->eps;
     a.l2_eps = p->l2_eps;
     a.cnt = c->gdn_cnt;
+    const gdn_fn kcl = gdn_pick<true>(p->d_k, p->d_v);
+    const int cl = gdn_cluster(T, b->n_seqs, p, kcl);
     /* sequences in launches of at most GDN_MAX_COUNTERS / n_v (the counters' capacity) */
     int32_t per = GDN_MAX_COUNTERS / p->n_v;
     if (per > 65535) per = 65535;
@@ -689,22 +691,9 @@ memra_status cuda_op_gdn(memra_backend *be, const memra_batch *b, const memra_gd
         int32_t n = b->n_seqs - s0 < per ? b->n_seqs - s0 : per;
         a.seq_start = b->d_seq_start + s0;
         a.slot = b->d_slot + s0;
-        const gdn_fn kcl = gdn_pick<true>(p->d_k, p->d_v);
-        const int cl = gdn_cluster(T, b->n_seqs, p, kcl);
-        if (cl) {
-            cudaLaunchAttribute at[2];
-            at[0].id = cudaLaunchAttributeClusterDimension;
-            at[0].val.clusterDim.x = (unsigned)cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-            at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at[1].val.programmaticStreamSerializationAllowed = 1;
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), cfg.blockDim = 256;
-            cfg.stream = c->stream, cfg.attrs = at, cfg.numAttrs = cuda_pdl ? 2 : 1;
-            st = cuda_check(be, cudaLaunchKernelEx(&cfg, kcl, a), "gdn (cluster)");
-        } else {
-            cuda_launch(kern, dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), 256, 0, c->stream, a);
-            st = CUDA_LAUNCHED(be, "gdn");
-        }
+        cuda_launch_cl(cl ? kcl : kern, dim3((unsigned)(p->n_v * GDN_NS), (unsigned)n), 256, 0, c->stream,
+                       (unsigned)cl, a);
+        st = CUDA_LAUNCHED(be, "gdn");
         if (st) return st;
     }
     return MEMRA_OK;
