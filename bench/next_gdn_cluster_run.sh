@@ -6,7 +6,7 @@
 # root, .bin/memra and .fix carried xz'd (~4 min):
 #   1. MEMRA_GDN_CLUSTER=1: gate kernels 9b (30 s first: a hang must not eat the call), 35b-a3b, 27b, 0.8b; gate
 #      model;
-#   2. 35b-a3b, 9b and 27b q4_k_m: logits cmp against the default, decode@0 A/B, two rounds;
+#   2. 35b-a3b, 9b and 27b q4_k_m: logits cmp against the default, decode@0 A/B (bench/env_ab.sh), two rounds;
 #   3. ncu durations of k_gdn in one 35b-a3b decode step, both ways.
 set -u
 T0=$(date +%s)
@@ -33,10 +33,7 @@ for m in 35b-a3b:q4_k_m 9b:q4_k_m 27b:q4_k_m; do
     MEMRA_GDN_CLUSTER=$v $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-$v.f32 2>>$OUT/ab.log
   done
   cmp /tmp/ev-0.f32 /tmp/ev-1.f32 && echo "$m eval 66 --all: GDN_CLUSTER=1 logits cmp-equal to 0"
-  for r in 1 2; do for v in 0 1; do
-    line=$(MEMRA_GDN_CLUSTER=$v $B bench -m $f --backend cuda --prefill 16 --depth 0 --decode-tokens 64 --reps 3 2>&1 |
-      tee -a $OUT/ab.log | grep '^decode' | tr -s ' ')
-    echo "$m r$r GDN_CLUSTER=$v: $line"; done; done
+  rm -f /tmp/ev-*.f32
   if [ $p = 35b-a3b ]; then
     for v in 0 1; do
       MEMRA_GDN_CLUSTER=$v timeout 90 ncu --clock-control none --csv -k regex:k_gdn --metrics gpu__time_duration.sum \
@@ -44,6 +41,6 @@ for m in 35b-a3b:q4_k_m 9b:q4_k_m 27b:q4_k_m; do
       python3 bench/ncu_kernels.py $OUT/ncu-gdn-$v.csv --top 6 | sed "s/^/GDN_CLUSTER=$v: /"
     done
   fi
-  rm -f $f /tmp/ev-*.f32
+  BIN=$B MODELS=$m ROUNDS=2 VARIANTS="- MEMRA_GDN_CLUSTER=1" OUT=$OUT bash bench/env_ab.sh # removes the model
   echo "t=$(( $(date +%s) - T0 ))"
 done 2>&1 | tee $OUT/ab.txt

@@ -12,7 +12,7 @@
 #   1. gate kernels 9b under MMV6C=2 (k_mmv6c on every T <= 4 shape; 30 s: a hang must not eat the call), then
 #      27b, 9b, 35b-a3b, 0.8b under MMV6B=2 MMV6C=1; gate model;
 #   2. 27b, 9b and 35b-a3b q4_k_m: logits cmp of each configuration against the default; decode@0 A/B, two rounds;
-#   3. ncu durations of one 27b decode step under the best-looking configuration.
+#   3. ncu durations of one 27b decode step under MMV6B=2 MMV6C=1 (before its A/B, when time allows).
 set -u
 T0=$(date +%s)
 OUT=${OUT:-/tmp/next-mmv6c}; mkdir -p $OUT
@@ -46,34 +46,29 @@ done
 grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head -30
 echo "t=$(( $(date +%s) - T0 ))"
 TOK=$(python3 -c "import random; random.seed(7); print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
-CFGS=("MEMRA_MMV6C=0" "MEMRA_MMV6B=2" "MEMRA_MMV6C=1" "MEMRA_MMV6B=2 MEMRA_MMV6C=1" "MEMRA_MMV6C=2"
-      "MEMRA_MMV6B=2 MEMRA_MMV6C=1 MEMRA_MMV6C_D=3" "MEMRA_MMV6B=2 MEMRA_MMV6C=1 MEMRA_MMV6C_C=4")
+# configurations as bench/env_ab.sh's VARIANTS take them: "-" the default, commas between assignments
+V_B=MEMRA_MMV6B=2 V_C=MEMRA_MMV6C=1 V_BC=MEMRA_MMV6B=2,MEMRA_MMV6C=1; [ $C_OK = 0 ] && V_BC=$V_B
 for m in 27b:q4_k_m 9b:q4_k_m 35b-a3b:q4_k_m; do
   p=${m%%:*} t=${m##*:} f=/tmp/ab-$p-$t.gguf
   [ $(( $(date +%s) - T0 )) -gt $(( ${BUDGET:-480} - 100 )) ] && { echo "$m: skipped (time)"; continue; }
   $B mkmodel --preset $p --type $t --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 || echo mkmodel failed
   $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-base.f32 2>>$OUT/ab.log
-  ECS="1 3"; [ $C_OK = 0 ] && ECS="1"
-  for c in $ECS; do
-    env ${CFGS[$c]} $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-c.f32 2>>$OUT/ab.log
-    cmp /tmp/ev-base.f32 /tmp/ev-c.f32 >/dev/null && echo "$m ${CFGS[$c]}: logits cmp-equal" ||
-      echo "$m ${CFGS[$c]}: LOGITS DIFFER"
+  for v in $(printf '%s\n' $V_B $V_BC | sort -u); do
+    env ${v//,/ } $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-c.f32 2>>$OUT/ab.log
+    cmp /tmp/ev-base.f32 /tmp/ev-c.f32 >/dev/null && echo "$m $v: logits cmp-equal" || echo "$m $v: LOGITS DIFFER"
   done
-  CS="0 1 2 3 5 6"; [ $p != 27b ] && CS="0 1 3"; [ $C_OK = 0 ] && CS="0 1"
-  for r in 1 2; do for c in $CS; do
-    line=$(env ${CFGS[$c]} $B bench -m $f --backend cuda --prefill 16 --depth 0 --decode-tokens 64 --reps 3 2>&1 |
-      tee -a $OUT/ab.log | grep '^decode' | tr -s ' ')
-    echo "$m r$r ${CFGS[$c]}: $line"; done; done
+  rm -f /tmp/ev-*.f32
   if [ $p = 27b ] && [ $(( $(date +%s) - T0 )) -lt 170 ]; then
-    NC="MEMRA_MMV6B=2 MEMRA_MMV6C=1"; [ $C_OK = 0 ] && NC="MEMRA_MMV6B=2"
-    env $NC timeout 150 ncu --clock-control none --csv \
+    env ${V_BC//,/ } timeout 150 ncu --clock-control none --csv \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum $B bench -m $f --backend cuda --prefill 16 --depth 0 \
       --decode-tokens 2 --reps 1 >$OUT/ncu-dec-27b.csv 2>/dev/null
     echo "ncu 27b rc=$?"
     python3 bench/ncu_kernels.py $OUT/ncu-dec-27b.csv --after-argmax 0 --top 30 > $OUT/ncu-dec-27b.txt
     gzip -f $OUT/ncu-dec-27b.csv
   fi
-  rm -f $f /tmp/ev-*.f32
+  VS="- $V_B $V_C $V_BC $V_BC,MEMRA_MMV6C_D=3 $V_BC,MEMRA_MMV6C_C=4"
+  [ $p != 27b ] && VS="- $V_B $V_BC"; [ $C_OK = 0 ] && VS="- $V_B"
+  BIN=$B MODELS=$m ROUNDS=2 VARIANTS="$VS" OUT=$OUT bash bench/env_ab.sh # decode@0 A/B; removes the model
   echo "t=$(( $(date +%s) - T0 ))"
 done 2>&1 | tee $OUT/ab.txt
-cat $OUT/ncu-dec-27b.txt
+[ -f $OUT/ncu-dec-27b.txt ] && cat $OUT/ncu-dec-27b.txt
