@@ -127,6 +127,25 @@ __device__ __forceinline__ void mmvq_convert(const float *v, float mx, bool bad,
     if (lane == 0) *sinv = bad ? __int_as_float(0x7FC00000) : __uint_as_float((uint32_t)(127 - es) << 23);
 }
 
+/* One warp's part of k_mmvq_prep: super-block sb of a token (lane L's
+ * elements 8 L .. 8 L + 7 in u0, u1, the norm weight's in w0, w1; inv the
+ * norm's factor, used when nw) converted into its planes, S and 2^-e. */
+__device__ __forceinline__ void mmvq_prep_sb(float4 u0, float4 u1, float4 w0, float4 w1, bool nw, float inv,
+                                             int lane, uint8_t *planes, float *S, float *sinv) {
+    float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+    if (nw) {
+        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(v[i], inv), wv[i]);
+    }
+    float m = 0.0f, z = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i])), z = fmaf(v[i], 0.0f, z);
+    const float mx = warp_max(m);
+    const bool bad = __any_sync(0xFFFFFFFFu, !(z == 0.0f)); /* NaN or Inf: the max may drop them */
+    mmvq_convert(v, mx, bad, lane, planes, S, sinv);
+}
+
 /* Launch contract: grid (ceil(nsb / 8), T) with nsb = in / 256, block 256;
  * buf holds mmvq_buf_bytes(T, nsb). Block (b, t): warp w converts
  * super-block 8 b + w of token t. With nw, every block of the token first
@@ -171,19 +190,8 @@ __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restrict__ x, 
         inv = 1.0f / sqrtf(tot / (float)in + eps);
     }
     if (sb >= nsb) return;
-    float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-    if (nw) {
-        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-#pragma unroll
-        for (int i = 0; i < 8; i++) v[i] = __fmul_rn(__fmul_rn(v[i], inv), wv[i]);
-    }
-    float m = 0.0f, z = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i])), z = fmaf(v[i], 0.0f, z);
-    const float mx = warp_max(m);
-    const bool bad = __any_sync(0xFFFFFFFFu, !(z == 0.0f)); /* NaN or Inf: the max may drop them */
     const size_t ts = (size_t)t * nsb + sb;
-    mmvq_convert(v, mx, bad, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts);
+    mmvq_prep_sb(u0, u1, w0, w1, nw != nullptr, inv, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts);
 }
 
 /* k_mmvq_prep's launch for T tokens of rows of `in` */
