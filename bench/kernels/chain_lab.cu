@@ -76,18 +76,23 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
     const int64_t U = (int64_t)nt * n, total = U * P;        /* this warp's units a phase, in all */
     uint8_t *ring = ch_sh + (size_t)wp * mmvq_tm_warp_bytes(D, 1);
     float *part = (float *)(ch_sh + (size_t)ks * mmvq_tm_warp_bytes(D, 1));
-    /* unit k: phase k / U, the block's tile (k % U) / n, super-block sb0 + k % n */
-    auto issue = [&](int64_t k) {
-        const int p = (int)(k / U), r = (int)(k % U), tile = b + (r / n) * G, sb = sb0 + r % n;
-        const uint8_t *src = Wp[p] + ((size_t)tile * nsb + sb) * Q4K_TM_SB;
-        uint8_t *slot = ring + (k % D) * Q4K_TM_SB;
-        for (int c = lane; c < Q4K_TM_SB / 16; c += 32) mmv_cp16(slot + 16 * c, src + 16 * c);
+    /* the next unit to request: number q (slot q % D), phase ip, unit ir of the phase (the block's tile ir / n,
+     * super-block sb0 + ir % n) */
+    int64_t q = 0;
+    int ip = 0, ir = 0;
+    auto issue_next = [&]() {
+        if (q < total) {
+            const int tile = b + (ir / n) * G, sb = sb0 + ir % n;
+            const uint8_t *src = Wp[ip] + ((size_t)tile * nsb + sb) * Q4K_TM_SB;
+            uint8_t *slot = ring + (q % D) * Q4K_TM_SB;
+            for (int c = lane; c < Q4K_TM_SB / 16; c += 32) mmv_cp16(slot + 16 * c, src + 16 * c);
+            if (++ir == U) ir = 0, ip++;
+            q++;
+        }
+        mmv_cp_commit();
     };
 #pragma unroll
-    for (int k = 0; k < D - 1; k++) {
-        if (k < total) issue(k);
-        mmv_cp_commit();
-    }
+    for (int k = 0; k < D - 1; k++) issue_next();
     const float *S = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = S + (size_t)nsb * 8;
     unsigned target = 0;
     int64_t k = 0;
@@ -124,8 +129,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
 #pragma unroll 1
             for (int sb = sb0; sb < sb1; sb++, k++) {
                 __syncwarp(); /* the slot refilled now was read at k - 1 by every lane */
-                if (k + D - 1 < total) issue(k + D - 1);
-                mmv_cp_commit();
+                issue_next(); /* unit k + D - 1 */
                 mmv_cp_wait<D - 1>();
                 __syncwarp();
                 cur[0].load_sh(ring + (k % D) * Q4K_TM_SB, g, t);
