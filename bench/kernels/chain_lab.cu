@@ -26,7 +26,10 @@
  *  chain-np the same without the prep and its barrier (the matvec phases
  *        alone): what the barriers and the prep cost.
  * Printed: us per pair and % of copy for each, and whether the outputs
- * equal base's.
+ * equal base's. Lab shortcut: every phase has the same x, so its planes
+ * are the same bytes each phase and the matvec may keep reading them with
+ * __ldg (mmvq_gsrc). A production chain whose prep writes new planes in the
+ * same launch must read them with coherent loads (ld.global / .cg).
  *
  *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh chain_lab [in n_out]
  *   env: CHAIN_D=2|4 ring slots (default 4), CHAIN_PER_SM=n blocks an SM (default what fits), P=n pairs (64) */
