@@ -148,7 +148,7 @@ template <int N> __device__ __forceinline__ float gdn_dot(const float *r, const 
  * with an empty sequence beside it) takes k_gdn's end for its blocks.
  * Bits: the same operations on the same values in the same order (o, the
  * parts' warp sums, tot = ((p0 + p1) + p2) + p3, the norm's expression).
- * NOT YET MEASURED (written without a GPU): MEMRA_GDN_CLUSTER=1 turns it on. */
+ * On by default where the cluster is at most 8 blocks (gdn_cluster). */
 
 /* Launch contract: grid (n_v * GDN_NS, n_seqs of this launch <=
  * GDN_MAX_COUNTERS / n_v), block 256 (8 warps); DK, DV in {32, 64, 96, 128}
@@ -342,20 +342,27 @@ template <bool CL = false> static gdn_fn gdn_pick(int dk, int dv) {
 }
 
 /* The cluster size of k_gdn<.., true> for p's heads, or 0 where it does not
- * take the launch: MEMRA_GDN_CLUSTER unset or 0, not sm_90, more than 16
- * blocks a key head, a sequence with more than one token (T !=
- * n_seqs), or a size the device cannot run. Above 8 (27B: 12) the size is
- * not portable: the kernel is allowed it, and the device must fit at least
- * one such cluster (cudaOccupancyMaxActiveClusters, asked once a size). */
+ * take the launch: MEMRA_GDN_CLUSTER=0, not sm_90, more than 16 blocks a
+ * key head, a sequence with more than one token (T != n_seqs), or a size
+ * the device cannot run. By default only portable sizes (at most 8: 9B,
+ * 35B-A3B, 0.8B); MEMRA_GDN_CLUSTER=1 also takes the larger ones (27B: 12),
+ * which the kernel is allowed where the device fits at least one such
+ * cluster (cudaOccupancyMaxActiveClusters, asked once a size).
+ * Why (H100, bench/results/2026-12-06f-h100.md; the gates passed with it on
+ * every model and the logits are cmp-equal): k_gdn 8.72 -> 8.45 us a
+ * launch in a 35b-a3b step (ncu); decode@0, two interleaved rounds: 35b-a3b
+ * 441.1 / 439.6 -> 443.6 / 441.4 tok/s, 9b 317.3 / 316.9 -> 317.2 / 317.4,
+ * 27b at 12 blocks a cluster 105.3 / 105.1 -> 104.1 / 104.1 (so not by
+ * default). */
 static int gdn_cluster(int64_t T, int n_seqs, const memra_gdn_params *p, gdn_fn k) {
-    static int on = -1, fits[17];
+    static int mode = -1, fits[17];
     static gdn_fn fk[17]; /* the instance fits[] was asked for */
-    if (on < 0) {
+    if (mode < 0) {
         const char *e = getenv("MEMRA_GDN_CLUSTER");
-        on = e && !strcmp(e, "1");
+        mode = e && *e ? atoi(e) : 2; /* 0 off, 1 every size, 2 portable sizes */
     }
     const int cl = p->n_v / p->n_k * GDN_NS;
-    if (!on || !cuda_sm90 || cl > 16 || T != n_seqs) return 0;
+    if (!mode || !cuda_sm90 || cl > 16 || T != n_seqs || (mode != 1 && cl > 8)) return 0;
     if (cl > 8 && fk[cl] != k) { /* fits: 1 it fits, -1 it does not */
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;

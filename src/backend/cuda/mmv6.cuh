@@ -626,16 +626,19 @@ static inline int mmv6b_config(const mmv_args &a, int ks, int *pg, int *pdg, siz
 
 /* Launches k_mmv6b for a (blk0 filled, ks = mmv_ks) when it takes it:
  * MEMRA_MMV6B unset or 1: k_mmv6p's launches (mmv6p_use) whose weights are
- * whole tiles, 2: every such launch that fits, 0: never. false: not taken
- * (nothing launched). The grid: the blocks that fit on the device at once,
- * at most the tile count. */
+ * whole tiles, 0: never. false: not taken (nothing launched). The grid: the
+ * blocks that fit on the device at once, at most the tile count.
+ * Not for smaller grids: k_mmv6b on every T <= 4 launch whose tiles fit
+ * (ssm_in qkv, attn_qkv) kept the bits and lost (H100, decode@0, two rounds,
+ * bench/results/2026-12-06f-h100.md): 9b q4_k_m 317.3 / 316.4 -> 312.5 /
+ * 313.1 tok/s, 27b and 35b-a3b unchanged. */
 static inline bool mmv6b_launch(const mmv_args &a, cudaStream_t s, int ks) {
     static int mode = -1, sms = 0;
     if (mode < 0) {
         const char *e = getenv("MEMRA_MMV6B");
         mode = e && *e ? atoi(e) : 1;
     }
-    if (!mode || !mmv6p_ok(a.T, a.in) || (a.in / 256) % 2 || (mode != 2 && a.blk0[4] < MMV6P_MIN_TILES) ||
+    if (!mode || !mmv6p_ok(a.T, a.in) || (a.in / 256) % 2 || a.blk0[4] < MMV6P_MIN_TILES ||
         !cuda_sm90)
         return false;
     for (int i = 0; i < 4; i++)
@@ -646,186 +649,6 @@ static inline bool mmv6b_launch(const mmv_args &a, cudaStream_t s, int ks) {
     if (!mmv6b_config(a, ks, &g, &dg, &sm, &per)) return false;
     const long grid = (long)sms * per < a.blk0[4] ? (long)sms * per : a.blk0[4];
     cuda_launch(mmv6b_kernel_of(g, dg), (unsigned)grid, 32u * (unsigned)(g * ks), sm, s, a);
-    return true;
-}
-
-/* ---- k_mmv6c: k_mmv6 for long rows, the weight bytes by bulk copies ----
- *
- * What: k_mmv6 at T <= 4 (one 16-row tile a block, grid blk0[4]) with the
- * tile's raw bytes brought into shared memory by the copy engine, for rows
- * too long for k_mmv6b's whole-tile slots (a 16-row tile of 27b's ffn_down
- * {17408, 5120} is 228 KB). The block has W = mmv6c_warps(ks) warps; warp w
- * computes k_mmv6's K ranges k = w, w + W, ... (range k: super-blocks
- * [k nsb / ks, (k + 1) nsb / ks), ks = mmv_ks(nsb)), each in chunks of C
- * super-blocks through its own ring of D slots. A slot holds one chunk of
- * the tile's 16 rows: row r's C x 210 bytes are one contiguous run of the
- * file's layout, copied by lane r as the 16-byte-aligned run around it
- * (cp.async.bulk needs 16-byte addresses and sizes; a row's bytes land at
- * the same address mod 16 as in global memory, so mmv6_load's 2- / 4-byte
- * word alignment is the global one; the last row's run may read up to 14
- * bytes past the weight, inside c_weight_load's zeroed pad). Lanes 0..15
- * each arrive on the slot's mbarrier (16 arrivals) with their own byte
- * count. The first D chunks are requested before the wait for the kernel
- * before (the weights are constants of the step).
- * Bits: per range the arithmetic is k_mmv6<1>'s: the same raw words (from
- * shared memory), mmv6_stage per super-block, mmv6_sb in super-block
- * order, the ks range partials added in range order. Which warp runs a
- * range, C, D and W only move where the bytes come from and when.
- * Why: k_mmv6's register loads (16 bytes of 8 rows 3,360 bytes apart per
- * warp instruction) keep its long-row launches at 39-47% of copy (ffn_down,
- * bench/results/2026-12-05-h100.md); k_mmv6b's contiguous tile copies took
- * the head from ~51% to 82%. Here each copy is a 420-byte run of one row
- * (C = 2) instead of a whole tile.
- * NOT YET MEASURED (written without a GPU): MEMRA_MMV6C=1 turns it on for
- * rows longer than k_mmv6b takes, =2 for every T <= 4 launch k_mmv6b does
- * not take; MEMRA_MMV6C_D=3 / MEMRA_MMV6C_C=4 pick the other instantiations
- * (timing switches, the same bits). */
-#define MMV6C_WMAX 4 /* warps a block: ceil(ks / 2) for ks <= MMV_KS_MAX */
-
-/* Warps of a k_mmv6c block for a K split of ks ranges: two ranges a warp,
- * so that three blocks of 4 warps fit an SM at T = 1 (C = 2, D = 2). */
-static inline int mmv6c_warps(int ks) { return (ks + 1) / 2; }
-
-/* A slot's row pitch: C super-blocks plus up to 14 bytes of alignment on
- * either side, rounded to 16. */
-__host__ __device__ static constexpr int mmv6c_pitch(int c) { return (210 * c + 14 + 15) & ~15; }
-
-/* Dynamic shared memory of a k_mmv6c<D, C> block: the rings [W][D][16
- * pitch], the staging [W][2 T][MMV6_TS] halves, the partials [ks][16][4]. */
-static inline size_t mmv6c_smem_bytes(int d, int c, int T, int ks) {
-    const int w = mmv6c_warps(ks);
-    return (size_t)w * d * 16 * mmv6c_pitch(c) + (size_t)w * 2 * T * MMV6_TS * 2 + (size_t)ks * 64 * 4;
-}
-
-template <int D, int C>
-static __global__ void __launch_bounds__(32 * MMV6C_WMAX) k_mmv6c(mmv_args a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    __trap(); /* as k_mmv6b */
-#else
-    constexpr int P = mmv6c_pitch(C), SLOT = 16 * P;
-    extern __shared__ __align__(128) uint8_t mc_sh[];
-    __shared__ float ninv[MMV_MAX_T];
-    __shared__ __align__(8) uint64_t bar[MMV6C_WMAX][D];
-    const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, w = threadIdx.x >> 5;
-    const int W = (int)(blockDim.x >> 5), T = a.T, nsb = (int)(a.in / 256), ks = mmv_ks(nsb);
-    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
-    const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * 16, nrow = a.n_out[wi], rb = a.row_bytes;
-    const uint8_t *wrow[2]; /* rows gid, gid + 8 (the last row past the weight's end) */
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int64_t row = tile0 + gid + 8 * r;
-        wrow[r] = a.W[wi] + (row < nrow ? row : nrow - 1) * rb;
-    }
-    const int64_t crow = tile0 + (lane & 15) < nrow ? tile0 + (lane & 15) : nrow - 1; /* the row lane copies */
-    const uint8_t *cbase = a.W[wi] + crow * rb;
-    uint8_t *ring = mc_sh + (size_t)w * D * SLOT;
-    __half *stg = (__half *)(mc_sh + (size_t)W * D * SLOT) + (size_t)w * 2 * T * MMV6_TS;
-    float *part = (float *)(mc_sh + (size_t)W * D * SLOT + (size_t)W * 2 * T * MMV6_TS * 2); /* [ks][16][4] */
-    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(&bar[w][0]);
-    /* chunk cursor over the warp's ranges: range k, chunk start c (k >= ks: done) */
-    auto rstart = [&](int k) { return k * nsb / ks; };
-    auto rend = [&](int k) { return (k + 1) * nsb / ks; };
-    auto next = [&](int &k, int &c) {
-        c += C;
-        if (c >= rend(k)) k += W, c = k < ks ? rstart(k) : 0;
-    };
-    /* chunk (k, c) into slot i % D; lanes 0..15, one row each */
-    auto issue = [&](int k, int c, int i) {
-        if (k >= ks || lane >= 16) return;
-        const int c1 = c + C < rend(k) ? c + C : rend(k);
-        const uintptr_t g0 = (uintptr_t)(cbase + (int64_t)c * 210), gs = g0 & ~(uintptr_t)15;
-        const uint32_t bytes = (uint32_t)(((g0 + (uintptr_t)(c1 - c) * 210 + 15) & ~(uintptr_t)15) - gs);
-        const uint32_t b = bar0 + 8 * (uint32_t)(i % D);
-        mbar_expect_tx(b, bytes);
-        bulk_g2s((uint32_t)__cvta_generic_to_shared(ring + (i % D) * SLOT + lane * P), (const void *)gs, bytes, b);
-    };
-    if (lane == 0) {
-#pragma unroll
-        for (int d = 0; d < D; d++) mbar_init<16>(bar0 + 8 * d);
-        mbar_init_fence();
-    }
-    __syncwarp();
-    int ik = w, ic = w < ks ? rstart(w) : 0; /* the issue cursor, D chunks ahead of the compute */
-#pragma unroll
-    for (int d = 0; d < D; d++) {
-        issue(ik, ic, d);
-        if (ik < ks) next(ik, ic);
-    }
-    pdl_start();
-    if (a.nw) block_inv_rms(a.x, a.in, T, a.eps, ninv);
-    int i = 0;
-#pragma unroll 1
-    for (int k = w; k < ks; k += W) {
-        float acc[1][2] = {{0.0f, 0.0f}};
-#pragma unroll 1
-        for (int c = rstart(k); c < rend(k); c += C, i++) {
-            const int c1 = c + C < rend(k) ? c + C : rend(k);
-            mbar_wait(bar0 + 8 * (uint32_t)(i % D), (uint32_t)(i / D) & 1u);
-            const uint8_t *slot = ring + (i % D) * SLOT;
-#pragma unroll 1
-            for (int sb = c; sb < c1; sb++) {
-                mmv6_raw cur[2];
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const uint8_t *g = wrow[r] + (int64_t)sb * 210; /* its copy: row gid + 8 r's run, same mod 16 */
-                    const uintptr_t g0 = (uintptr_t)(wrow[r] + (int64_t)c * 210);
-                    const uint8_t *p = slot + (gid + 8 * r) * P + (g0 & 15) + (uintptr_t)(g - (const uint8_t *)g0);
-                    mmv6_load<true>(cur[r], p, tig, ((uintptr_t)g & 3) == 0);
-                }
-                float sinv[1];
-                mmv6_stage<1>(a.x, a.in, T, sb, lane, a.nw, ninv, stg, sinv);
-                mmv6_sb<1>(cur, acc, stg, sinv, T, gid, tig);
-            }
-            __syncwarp(); /* every lane's reads of the slot are done, */
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* before the copies' async writes */
-            issue(ik, ic, i + D);
-            if (ik < ks) next(ik, ic);
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++) part[(k * 16 + gid + 8 * r) * 4 + tig] = acc[0][r];
-    }
-    __syncthreads();
-    for (int q = threadIdx.x; q < 64; q += blockDim.x) {
-        const int tk = q & 3, row = q >> 2;
-        const int64_t orow = tile0 + row;
-        if (tk >= T || orow >= nrow) continue;
-        float v = part[row * 4 + tk];
-        for (int k = 1; k < ks; k++) v = __fadd_rn(v, part[(k * 16 + row) * 4 + tk]);
-        float *yp = a.y[wi] + (int64_t)tk * nrow + orow;
-        *yp = a.accumulate ? *yp + v : v;
-    }
-    if (lane == 0)
-#pragma unroll
-        for (int d = 0; d < D; d++) mbar_inval(bar0 + 8 * d);
-#endif
-}
-
-/* Launches k_mmv6c for a (blk0 filled, ks = mmv_ks) when MEMRA_MMV6C takes
- * it (the header above); false: not taken, nothing launched. */
-static inline bool mmv6c_launch(const mmv_args &a, cudaStream_t s, int ks) {
-    static int mode = -1, d = 2, c = 2;
-    if (mode < 0) {
-        const char *e = getenv("MEMRA_MMV6C"), *ed = getenv("MEMRA_MMV6C_D"), *ec = getenv("MEMRA_MMV6C_C");
-        mode = e && *e ? atoi(e) : 0;
-        d = ed && !strcmp(ed, "3") ? 3 : 2, c = ec && !strcmp(ec, "4") ? 4 : 2;
-    }
-    if (!mode || a.T > 4 || a.swiglu || (mode == 1 && mmv6p_ok(a.T, a.in)) || !cuda_sm90) return false;
-    const size_t sm = mmv6c_smem_bytes(d, c, a.T, ks);
-    const unsigned grid = (unsigned)a.blk0[4], block = 32u * (unsigned)mmv6c_warps(ks);
-    const size_t smax = mmv6c_smem_bytes(3, 4, 4, MMV_KS_MAX);
-    if (d == 2 && c == 2) {
-        cuda_smem_limit<k_mmv6c<2, 2>>((int)smax);
-        cuda_launch(k_mmv6c<2, 2>, grid, block, sm, s, a);
-    } else if (d == 3 && c == 2) {
-        cuda_smem_limit<k_mmv6c<3, 2>>((int)smax);
-        cuda_launch(k_mmv6c<3, 2>, grid, block, sm, s, a);
-    } else if (d == 2) {
-        cuda_smem_limit<k_mmv6c<2, 4>>((int)smax);
-        cuda_launch(k_mmv6c<2, 4>, grid, block, sm, s, a);
-    } else {
-        cuda_smem_limit<k_mmv6c<3, 4>>((int)smax);
-        cuda_launch(k_mmv6c<3, 4>, grid, block, sm, s, a);
-    }
     return true;
 }
 
@@ -847,7 +670,6 @@ static inline void mmv6_launch(mmv_args a, int n, cudaStream_t s, int ks = 0) {
     for (int i = 0; i < 4; i++) a.blk0[i + 1] = a.blk0[i] + (i < n ? (int)((a.n_out[i] + 15) / 16) : 0);
     if (!ks) ks = mmv_ks((int)(a.in / 256));
     if (ks == mmv_ks((int)(a.in / 256)) && mmv6b_launch(a, s, ks)) return;
-    if (ks == mmv_ks((int)(a.in / 256)) && mmv6c_launch(a, s, ks)) return;
     if (ks == mmv_ks((int)(a.in / 256)) && mmv6p_use(a)) {
         const size_t sm = mmv6p_smem_bytes(a.T, (int)(a.in / 256), ks);
         cuda_smem_limit<k_mmv6p>(MMV6P_SMEM_MAX);
