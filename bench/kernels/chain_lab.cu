@@ -32,29 +32,45 @@
  * same launch must read them with coherent loads (ld.global / .cg).
  *
  *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh chain_lab [in n_out]
- *   env: CHAIN_D=2|4 ring slots (default 4), CHAIN_PER_SM=n blocks an SM (default what fits), P=n pairs (64) */
+ *   env: CHAIN_D=2|4 ring slots (default 4), CHAIN_PER_SM=n blocks an SM (default what fits), P=n pairs (64),
+ *   CHAIN_NSUB=n the barrier's sub-groups (16; 1: every block on one counter, run 1's barrier) */
 #include <math.h>
 
 #include "backend/cuda/mmvq.cuh"
 #include "lab.cuh"
 
-/* A grid-wide barrier for a grid that is resident at once: ctr counts
- * arrivals over the launch (zeroed before it); the n-th barrier waits for
- * n G. Thread 0 of each block arrives after the block's writes (fence) and
- * spins with acquire loads; a barrier not met within 2 s traps (a grid that
- * does not fit must not hang the lab). */
-__device__ __forceinline__ void chain_sync(unsigned *ctr, unsigned &target) {
+/* A grid-wide barrier for a grid that is resident at once. ctr (zeroed
+ * before the launch, CHAIN_CTR words): word 0 the release flag, words 32 (1
+ * + i) the arrival counter of sub-group i = block % NSUB (128 bytes apart),
+ * word 32 (NSUB + 1) the count of finished sub-groups. All counts only grow
+ * over the launch: at barrier e a sub-group's last arrival is the one that
+ * brings its counter to e x its size; it counts the sub-group in, and the
+ * last sub-group's releases flag e. Thread 0 of each block arrives after the
+ * block's writes (fence) and spins with acquire loads on the flag; NSUB = 1
+ * is the flat barrier (every block on one counter). A barrier not met
+ * within 2 s traps (a grid that does not fit must not hang the lab). */
+#define CHAIN_SUBMAX 32
+#define CHAIN_CTR (32 * (CHAIN_SUBMAX + 2))
+__device__ __forceinline__ void chain_sync(unsigned *ctr, unsigned &epoch, int nsub) {
     __syncthreads();
-    target += gridDim.x;
+    epoch++;
     if (threadIdx.x == 0) {
+        const unsigned b = blockIdx.x, G = gridDim.x, sub = b % (unsigned)nsub;
+        const unsigned size = G / (unsigned)nsub + (sub < G % (unsigned)nsub);
         __threadfence();
-        atomicAdd(ctr, 1u);
+        if (atomicAdd(ctr + 32 * (1 + sub), 1u) + 1 == epoch * size) {
+            __threadfence();
+            if (atomicAdd(ctr + 32 * (CHAIN_SUBMAX + 1), 1u) + 1 == epoch * (unsigned)nsub) {
+                __threadfence();
+                asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(ctr), "r"(epoch) : "memory");
+            }
+        }
         unsigned long long t0, t;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
         for (;;) {
             unsigned v;
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ctr) : "memory");
-            if ((int)(v - target) >= 0) break;
+            if ((int)(v - epoch) >= 0) break;
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
             if (t - t0 > 2000000000ull) __trap();
         }
@@ -69,9 +85,10 @@ __device__ __forceinline__ void chain_sync(unsigned *ctr, unsigned &target) {
  * (buf already holds x's planes). */
 template <int D, int PREP>
 __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
-    k_chain(mmv_args a, const uint8_t *const *__restrict__ Wp, int P, uint8_t *__restrict__ buf, unsigned *ctr) {
+    k_chain(mmv_args a, const uint8_t *const *__restrict__ Wp, int P, uint8_t *__restrict__ buf, unsigned *ctr,
+            int nsub) {
     extern __shared__ __align__(16) uint8_t ch_sh[];
-    __shared__ float ch_red[MMV_KS_MAX][8]; /* the prep's 8 warp sums, per warp */
+    __shared__ float ch_red[8]; /* the prep's 8 warp sums */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
     const int nsb = (int)(a.in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks, n = sb1 - sb0;
     const int ntile = (int)(a.n_out[0] / 16), G = (int)gridDim.x, b = (int)blockIdx.x;
@@ -97,18 +114,14 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
 #pragma unroll
     for (int k = 0; k < D - 1; k++) issue_next();
     const float *S = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = S + (size_t)nsb * 8;
-    unsigned target = 0;
+    unsigned epoch = 0;
     int64_t k = 0;
     for (int p = 0; p < P; p++) {
         if (PREP) {
-            const int gw = b * ks + wp;
-            if (gw < nsb) { /* k_mmvq_prep's warp for super-block gw, its block's sum of squares by this warp */
-                const float4 *xp = (const float4 *)(a.x + (int64_t)gw * 256 + 8 * lane);
-                const float4 *wq = (const float4 *)(a.nw + (int64_t)gw * 256 + 8 * lane);
-                const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1), w0 = __ldg(wq), w1 = __ldg(wq + 1);
-                float *red = ch_red[wp];
-#pragma unroll 1
-                for (int vw = 0; vw < 8; vw++) {
+            /* blocks whose warps convert super-blocks (gw = b ks + w < nsb): k_mmvq_prep's sum of squares, its 8
+             * warp sums (virtual warp vw: float4s 32 vw + lane, + 256, ..) spread over this block's warps */
+            if (b * ks < nsb) {
+                for (int vw = wp; vw < 8; vw += ks) {
                     float ss = 0.0f;
                     for (int64_t i = 32 * vw + lane; i < a.in / 4; i += 256) {
                         const float4 v = __ldg((const float4 *)a.x + i);
@@ -116,15 +129,23 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
                         ss = fmaf(v.w, v.w, ss);
                     }
                     ss = warp_sum(ss);
-                    if (lane == 0) red[vw] = ss;
+                    if (lane == 0) ch_red[vw] = ss;
                 }
-                __syncwarp();
-                const float tot = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
-                const float inv = 1.0f / sqrtf(tot / (float)a.in + a.eps);
-                mmvq_prep_sb(u0, u1, w0, w1, true, inv, lane, buf + (size_t)gw * MQ_SB_B, (float *)S + gw * 8,
-                             (float *)sinv + gw);
+                __syncthreads();
+                const int gw = b * ks + wp;
+                if (gw < nsb) {
+                    const float4 *xp = (const float4 *)(a.x + (int64_t)gw * 256 + 8 * lane);
+                    const float4 *wq = (const float4 *)(a.nw + (int64_t)gw * 256 + 8 * lane);
+                    const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1), w0 = __ldg(wq), w1 = __ldg(wq + 1);
+                    const float *red = ch_red;
+                    const float tot =
+                        ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
+                    const float inv = 1.0f / sqrtf(tot / (float)a.in + a.eps);
+                    mmvq_prep_sb(u0, u1, w0, w1, true, inv, lane, buf + (size_t)gw * MQ_SB_B, (float *)S + gw * 8,
+                                 (float *)sinv + gw);
+                }
             }
-            chain_sync(ctr, target);
+            chain_sync(ctr, epoch, nsub);
         }
         for (int ti = 0; ti < nt; ti++) {
             float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
@@ -143,7 +164,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
             mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
             __syncthreads(); /* part is read before the next tile writes it */
         }
-        chain_sync(ctr, target);
+        chain_sync(ctr, epoch, nsub);
     }
 }
 
@@ -185,7 +206,7 @@ int main(int argc, char **argv) {
     unsigned *ctr;
     CK(cudaMalloc(&pbuf, MQ_BUF_BYTES));
     CK(cudaMalloc(&dy, sizeof(float) * n_out));
-    CK(cudaMalloc(&ctr, sizeof(unsigned)));
+    CK(cudaMalloc(&ctr, sizeof(unsigned) * CHAIN_CTR));
     mmv_args a;
     memset(&a, 0, sizeof a);
     a.W[0] = dtm, a.n_out[0] = n_out, a.y[0] = dy, a.row_bytes = pb.rb, a.in = in, a.T = 1, a.x = pb.dx;
@@ -206,9 +227,11 @@ int main(int argc, char **argv) {
     }
     if (getenv("CHAIN_PER_SM") && atoi(getenv("CHAIN_PER_SM")) < per_sm) per_sm = atoi(getenv("CHAIN_PER_SM"));
     const int G = nsm * per_sm;
+    int nsub = getenv("CHAIN_NSUB") ? atoi(getenv("CHAIN_NSUB")) : 16;
+    nsub = nsub < 1 ? 1 : nsub > CHAIN_SUBMAX ? CHAIN_SUBMAX : nsub > G ? G : nsub;
     printf("chain_lab: {%lld, %lld} Q4_K tile-major, T=1 with the input norm, %d pairs, ks %d, D %d; "
-           "chain grid %d x %d warps (%d an SM); copy %.0f GB/s\n",
-           (long long)in, (long long)n_out, P, ks, D, G, ks, per_sm, copy);
+           "chain grid %d x %d warps (%d an SM), barrier sub-groups %d; copy %.0f GB/s\n",
+           (long long)in, (long long)n_out, P, ks, D, G, ks, per_sm, nsub, copy);
     if (G < 1 || G * ks < nsb) {
         printf("chain_lab: the grid does not fit\n");
         return 1;
@@ -219,8 +242,8 @@ int main(int argc, char **argv) {
         CK(mmvq_launch(MEMRA_TYPE_Q4_K, b2, pbuf, st, true, nsm));
     };
     auto chain = [&](int prep, cudaStream_t st) {
-        CK(cudaMemsetAsync(ctr, 0, sizeof(unsigned), st));
-        kern(prep)<<<G, 32 * ks, smem, st>>>(a, dwp, P, pbuf, ctr);
+        CK(cudaMemsetAsync(ctr, 0, sizeof(unsigned) * CHAIN_CTR, st));
+        kern(prep)<<<G, 32 * ks, smem, st>>>(a, dwp, P, pbuf, ctr, nsub);
     };
     float *hp = (float *)malloc(sizeof(float) * n_out), *hv = (float *)malloc(sizeof(float) * n_out);
     auto pct = [&](double us) { return 100.0 * wb / (us * 1e-6) / 1e9 / copy; };
