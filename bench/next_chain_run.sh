@@ -15,3 +15,16 @@ for S in "2048 16" "2048 512" "4096 4096" "4096 12288" "12288 4096" "5120 17408"
   run CHAIN_NSUB=16
   case "$S" in "2048 16"|"4096 4096") run CHAIN_NSUB=1; run CHAIN_NSUB=16 CHAIN_PER_SM=1;; esac
 done 2>&1 | grep -v "^$" | tee $OUT/chain.txt
+# the tree's binary (.bin/memra, .fix carried): GDN clusters on by default now; gates, then 35b-a3b A/B against off
+B=.bin/memra
+python3 -c "
+import lzma,glob,os
+for z in glob.glob('.fix/*.xz'):
+    open(z[:-3],'wb').write(lzma.open(z).read()); os.remove(z)
+"
+for gm in 35b-a3b 9b 0.8b 27b; do
+  timeout 40 $B gate kernels --model $gm --seed 197 >>$OUT/gk.log 2>&1; echo "gate kernels $gm rc=$?"
+done
+timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix >$OUT/gm.log 2>&1; echo "gate model rc=$?"
+grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head
+BIN=$B MODELS=35b-a3b:q4_k_m ROUNDS=2 VARIANTS="- MEMRA_GDN_CLUSTER=0" OUT=$OUT bash bench/env_ab.sh 2>&1 | tee $OUT/ab.txt
