@@ -517,27 +517,27 @@ __device__ __forceinline__ int mmvq_tiles(const mmv_args &a, int g, const uint8_
     return wi;
 }
 
-/* The end of a k_mmvq block (and of the lab's in-kernel version): the
- * warps' accumulators to part ([ks][TL][NP][16][8] floats, shared), then one
- * (tile, pair, row, token of the pair) per thread: the columns added in warp
- * order, the limbs combined, times tok_inv[token] when given (the lab's
- * input norm), written (swiglu: silu(gate) up; else y or y += ). Every
- * thread of the block calls it. */
-template <int NP, int TL = 2>
-__device__ __forceinline__ void mmvq_finish(const float (*acc)[NP][4], float *part, const mmv_args &a, int wi,
-                                            const int64_t *rbase, const int64_t *nrow, const float *tok_inv) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
 #define MQ_PART(k, tl, p, row, n) part[((((k) * TL + (tl)) * NP + (p)) * 16 + (row)) * 8 + (n)]
+/* mmvq_finish's first half: a warp's accumulators of K range k into part */
+template <int NP, int TL = 2>
+__device__ __forceinline__ void mmvq_part_store(const float (*acc)[NP][4], float *part, int k) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int tl = 0; tl < TL; tl++)
 #pragma unroll
         for (int p = 0; p < NP; p++)
 #pragma unroll
             for (int r = 0; r < 2; r++) {
-                MQ_PART(wp, tl, p, g + 8 * r, 2 * t) = acc[tl][p][2 * r];
-                MQ_PART(wp, tl, p, g + 8 * r, 2 * t + 1) = acc[tl][p][2 * r + 1];
+                MQ_PART(k, tl, p, g + 8 * r, 2 * t) = acc[tl][p][2 * r];
+                MQ_PART(k, tl, p, g + 8 * r, 2 * t + 1) = acc[tl][p][2 * r + 1];
             }
-    __syncthreads();
+}
+
+/* Its second half, after a __syncthreads: the ks ranges' columns added in range order, the outputs written (ks:
+ * the K split, which is the block's warp count except in k_mmvq_tm's two-range form) */
+template <int NP, int TL = 2>
+__device__ __forceinline__ void mmvq_part_sums(const float *part, const mmv_args &a, int wi, const int64_t *rbase,
+                                               const int64_t *nrow, const float *tok_inv, int ks) {
     auto col = [&](int tl, int p, int row, int n) {
         float v = MQ_PART(0, tl, p, row, n);
         for (int k = 1; k < ks; k++) v = __fadd_rn(v, MQ_PART(k, tl, p, row, n));
@@ -573,8 +573,22 @@ __device__ __forceinline__ void mmvq_finish(const float (*acc)[NP][4], float *pa
             *yp = a.accumulate ? *yp + v : v;
         }
     }
-#undef MQ_PART
 }
+
+/* The end of a k_mmvq block (and of the lab's in-kernel version): the
+ * warps' accumulators to part ([ks][TL][NP][16][8] floats, shared), then one
+ * (tile, pair, row, token of the pair) per thread: the columns added in warp
+ * order, the limbs combined, times tok_inv[token] when given (the lab's
+ * input norm), written (swiglu: silu(gate) up; else y or y += ). Every
+ * thread of the block calls it. */
+template <int NP, int TL = 2>
+__device__ __forceinline__ void mmvq_finish(const float (*acc)[NP][4], float *part, const mmv_args &a, int wi,
+                                            const int64_t *rbase, const int64_t *nrow, const float *tok_inv) {
+    mmvq_part_store<NP, TL>(acc, part, threadIdx.x >> 5);
+    __syncthreads();
+    mmvq_part_sums<NP, TL>(part, a, wi, rbase, nrow, tok_inv, blockDim.x >> 5);
+}
+#undef MQ_PART
 
 /* Launch contract: grid (blk0[4]: mmv_blocks for TL = 2, mmvq_blocks1 for
  * TL = 1), block 32 ks (ks = mmv_ks(in / 256)),
@@ -806,6 +820,88 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
     mmvq_finish<NP, TL>(acc, (float *)(mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, TL)), a, wi, rbase, nrow, nullptr);
 }
 
+/* ---- k_mmvq_tm2: k_mmvq_tm with two K ranges a warp ----
+ *
+ * What: k_mmvq_tm at TL = 1 for plain (not swiglu) launches, with half the
+ * warps: warp w of W = ks / 2 walks K range w, then range w + W, through
+ * one ring (the second range's first super-blocks are in flight while the
+ * first ends), into one accumulator set a range; the ks ranges' partials
+ * are added in range order as k_mmvq_tm adds them, so every row has its
+ * bits (the same ranges, mmvq_sb per super-block in order, the same sums).
+ * Why: 27b's ffn_down {17408, 5120} (ks = 8, 320 blocks) runs at 2 blocks
+ * of 8 warps an SM (128 registers), 264 at once: 1.21 waves, 48% of copy
+ * in ncu (bench/results/2026-12-06f-h100.md). Blocks of 4 warps fit 4 an
+ * SM, so the 320 blocks are resident at once and each warp's stream is
+ * twice as long. NOT YET MEASURED (written without a GPU): MEMRA_MMVQ_TM2=1
+ * takes it where mmvq_tm2_use says. */
+template <int NP, int D>
+__global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, const uint8_t *__restrict__ buf) {
+    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [W][D][2304] rings, then [2 W][NP][16][8] floats */
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
+    const int W = blockDim.x >> 5, ks = 2 * W;
+    const uint8_t *hb[1][2];
+    mmvq_tm_tiles<1>(a, hb);
+    const int nsb = (int)(a.in / 256);
+    const int r0 = wp * nsb / ks, r1 = (wp + 1) * nsb / ks, q0 = (wp + W) * nsb / ks, q1 = (wp + W + 1) * nsb / ks;
+    const int na = r1 - r0, n = na + (q1 - q0);
+    uint8_t *ring = mt_sh + (size_t)wp * mmvq_tm_warp_bytes(D, 1);
+    auto sb_of = [&](int i) { return i < na ? r0 + i : q0 + (i - na); };
+    /* every lane: its 16-byte chunks of the warp's i-th super-block into slot i % D */
+    auto issue = [&](int i) {
+        const uint8_t *src = hb[0][0] + (int64_t)sb_of(i) * Q4K_TM_SB;
+        uint8_t *slot = ring + (i % D) * Q4K_TM_SB;
+        for (int c = lane; c < Q4K_TM_SB / 16; c += 32) mmv_cp16(slot + 16 * c, src + 16 * c);
+    };
+#pragma unroll
+    for (int k = 0; k < D - 1; k++) {
+        if (k < n) issue(k);
+        mmv_cp_commit();
+    }
+    pdl_start();
+    const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
+    float acc[2][1][NP][4];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int p = 0; p < NP; p++) acc[r][0][p][0] = acc[r][0][p][1] = acc[r][0][p][2] = acc[r][0][p][3] = 0.0f;
+    mmvq_raw cur[1];
+    auto step = [&](int i, float (*ac)[NP][4]) {
+        __syncwarp(); /* the slot refilled now was read at i - 1 by every lane */
+        if (i + D - 1 < n) issue(i + D - 1);
+        mmv_cp_commit();
+        mmv_cp_wait<D - 1>();
+        __syncwarp();
+        cur[0].load_sh(ring + (i % D) * Q4K_TM_SB, g, t);
+        const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb_of(i)};
+        mmvq_sb<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
+    };
+#pragma unroll 1
+    for (int i = 0; i < na; i++) step(i, acc[0]);
+#pragma unroll 1
+    for (int i = na; i < n; i++) step(i, acc[1]);
+    pdl_trigger();
+    int64_t rbase[1], nrow[1];
+    const int wi = mmvq_tile_rows<1>(a, rbase, nrow);
+    float *part = (float *)(mt_sh + (size_t)W * mmvq_tm_warp_bytes(D, 1));
+    mmvq_part_store<NP, 1>(acc[0], part, wp);
+    mmvq_part_store<NP, 1>(acc[1], part, wp + W);
+    __syncthreads();
+    mmvq_part_sums<NP, 1>(part, a, wi, rbase, nrow, nullptr, ks);
+}
+
+/* Whether a T < 16 Q4_K launch (TL = 1, blk0 from mmvq_blocks1) takes
+ * k_mmvq_tm2: MEMRA_MMVQ_TM2=1, tile-major, not swiglu, T <= 2, an even
+ * K split of 8 (rows of 8,192 or more), and more blocks than 2 an SM hold
+ * (the 8-warp kernel's residency). The bits do not depend on it. */
+static inline bool mmvq_tm2_use(const mmv_args &a, int ks, int sms) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("MEMRA_MMVQ_TM2");
+        on = e && !strcmp(e, "1");
+    }
+    return on && a.tm && !a.swiglu && a.T <= 2 && ks == MMV_KS_MAX && a.blk0[4] > 2 * sms;
+}
+
 /* One launch of kernel K (k_mmvq or k_mmvq_tm: grid blk0[4], block 32 ks,
  * smem bytes; smax: the most any launch of K takes, set once). pdl: with
  * programmatic stream serialization. */
@@ -918,6 +1014,15 @@ static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaSt
         mmv_args a = a0;
         mmvq_blocks1(&a);
         const int ks = mmvq_ks(nsb, a.blk0[4], sms);
+        if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+            if (mmvq_tm2_use(a, ks, sms)) {
+                const int d = mmvq_tm_d(nsb, ks, 1);
+                const size_t sm = (size_t)(ks / 2) * mmvq_tm_warp_bytes(d, 1) + mmvq_smem_bytes(1, 1, ks);
+                const size_t smax =
+                    (size_t)(MMV_KS_MAX / 2) * mmvq_tm_warp_bytes(4, 1) + mmvq_smem_bytes(1, 1, MMV_KS_MAX);
+                return d == 4 ? mmvq_launch_k<k_mmvq_tm2<1, 4>>(a, buf, s, ks / 2, pdl, sm, smax)
+                              : mmvq_launch_k<k_mmvq_tm2<1, MMVQ_TM_D>>(a, buf, s, ks / 2, pdl, sm, smax);
+            }
         if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl);
         if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl);
         if (a.T <= 8) return mmvq_launch_np<TYPE, 4, 1, 1>(a, buf, s, ks, pdl);
