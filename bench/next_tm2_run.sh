@@ -27,7 +27,7 @@ echo "MMVQ_TM2=1 gate kernels 27b rc=$?"
 timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix >$OUT/gm.log 2>&1; echo "gate model rc=$?"
 grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head
 TOK=$(python3 -c "import random; random.seed(7); print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
-if left 200; then
+if left 150; then
   f=/tmp/ab-27b-q4_k_m.gguf
   $B mkmodel --preset 27b --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 || echo mkmodel failed
   for v in 0 1; do
