@@ -1,6 +1,9 @@
 #!/bin/bash
-# Session 25, run 3 (bench/next_tm2_run.sh). One call from the repo root, .bin/memra, .bin/chain_lab and .fix carried xz'd (~6 min; the parts
-# in order of need, each skipped when BUDGET seconds would be passed):
+# Session 25, run 3 (bench/next_tm2_run.sh). One call from the repo root, .bin/memra, .bin/chain_lab,
+# .bin/mmvq_tm_lab (BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh NAME, stripped) and .fix carried xz'd
+# (~7 min; the parts in order of need, each skipped when BUDGET seconds would be passed):
+#   0. mmvq_tm_lab q6_k on the Q6_K decode shapes: variants 15-17 (Q6_K tile-major, field-major, through a cp.async
+#      ring; must be memcmp-equal to variant 0) against k_mmv6 (variant 3);
 #   1. the tree's binary (GDN clusters on by default now): gate kernels 35b-a3b, 9b; gate kernels 27b with
 #      MEMRA_MMVQ_TM2=1 (k_mmvq_tm2: 27b's Q4_K ffn_down, two K ranges a warp); gate model;
 #   2. 27b q4_k_m: logits of 66 tokens (--all: a chunk of 64, then T = 2) cmp-equal under MEMRA_MMVQ_TM2=1, decode@0
@@ -9,7 +12,7 @@
 #   4. chain_lab with the two-level barrier and the spread prep sums ({2048, 16} is one tile: a phase is almost
 #      only its barriers).
 set -u
-T0=$(date +%s); BUDGET=${BUDGET:-420}
+T0=$(date +%s); BUDGET=${BUDGET:-480}
 left() { [ $(( $(date +%s) - T0 )) -lt $(( BUDGET - $1 )) ]; }
 OUT=${OUT:-/tmp/next-run}; mkdir -p $OUT
 python3 -c "
@@ -19,6 +22,9 @@ for z in glob.glob('.fix/*.xz')+glob.glob('.bin/*.xz'):
 "; chmod +x .bin/*
 B=.bin/memra
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+for S in "12288 4096" "17408 5120" "4096 8192" "5120 10240"; do
+  echo "== $S"; timeout 60 .bin/mmvq_tm_lab $S q6_k; echo "rc=$?"
+done 2>&1 | grep -v "^$" | tee $OUT/tm6.txt
 for gm in 35b-a3b 9b; do
   timeout 40 $B gate kernels --model $gm --seed 198 >>$OUT/gk.log 2>&1; echo "gate kernels $gm rc=$?"
 done

@@ -9,7 +9,7 @@
  * k_mmvq's bytes without arithmetic at 62-79% of copy in the file's layout
  * and 81-95% tile-major (bench/results/2026-12-03f-h200.md).
  *
- * Variants (argument 3 "q6_k": production's Q6_K paths only), each run on
+ * Variants (argument 3 "q6_k": production's Q6_K paths and 15-17), each run on
  * production's arithmetic (k_mmvq_prep's planes, mmvq_sb at TL = 1,
  * mmvq_finish), so every output must be memcmp-equal to the first one's:
  *  0  the production pair (mmvq_launch) on the file's layout;
@@ -31,6 +31,11 @@
  *  14 production's tile-major pair: mmvq_launch with a.tm = 1 on the
  *     tile-major copy (k_mmvq_tm, mmvq.cuh: k_cr<D, 1> ported for every T
  *     and TL, D = mmvq_tm_d); its bits must be the first variant's.
+ *  15-17 (q6_k) k_cr6<D>: Q6_K tile-major in a field-major form (tm6_repack)
+ *     through a per-warp cp.async ring of D = 2, 3, 4 slots, with the int8
+ *     Q6_K arithmetic of variant 0 (k_mmvq<Q6_K>): memcmp-equal to it.
+ *     Written 2026-12-06 (session 25), NOT YET RUN: is tile-major what the
+ *     Q6_K decode matvecs (k_mmv6, 34-47% of copy) need?
  * Each pair is prep + matvec (the input norm fused), PDL, 64 per CUDA graph
  * over rotating weight copies (> L2), % of copy. Checked: every variant
  * against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and memcmp.
@@ -209,6 +214,87 @@ __global__ void __launch_bounds__(512, 1)
     mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
 }
 
+/* Q6_K tile-major, field-major (variants 15-17): tile tau's super-block sb
+ * as one 3,360-byte run at (tau nsb + sb) 3,360 holding the 16 rows' ql
+ * (128 bytes a row), then their qh (64), scales (16) and d (2), so that a
+ * lane's 8-byte pieces are 8-byte aligned in shared memory (in the file a
+ * 210-byte block starts 2-byte aligned). */
+#define TM6_SB 3360
+static uint8_t *tm6_repack(const uint8_t *w, int64_t n_out, int nsb) {
+    const size_t rb = (size_t)nsb * 210;
+    uint8_t *o = (uint8_t *)malloc(rb * (size_t)n_out);
+    for (int64_t r = 0; r < n_out; r++)
+        for (int sb = 0; sb < nsb; sb++) {
+            const uint8_t *b = w + (size_t)r * rb + (size_t)sb * 210;
+            uint8_t *t = o + ((size_t)(r / 16) * nsb + sb) * TM6_SB;
+            const int i = (int)(r % 16);
+            memcpy(t + 128 * i, b, 128);
+            memcpy(t + 2048 + 64 * i, b + 128, 64);
+            memcpy(t + 3072 + 16 * i, b + 192, 16);
+            memcpy(t + 3328 + 2 * i, b + 208, 2);
+        }
+    return o;
+}
+
+/* mmvq_raw6's fields (mmvq.cuh: lane (g, t), rows g and g + 8) from a field-major slot */
+__device__ __forceinline__ void tm6_load_sh(mmvq_raw6 &w, const uint8_t *p, int g, int t) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = g + 8 * r;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int c = 0; c < 2; c++) w.ql[r][h][c] = *(const uint2 *)(p + 128 * row + 64 * h + 32 * c + 8 * t);
+            w.qh[r][h] = *(const uint2 *)(p + 2048 + 64 * row + 32 * h + 8 * t);
+        }
+        w.sc[r] = *(const uint32_t *)(p + 3072 + 16 * row + 4 * t);
+        w.d[r] = *(const unsigned short *)(p + 3328 + 2 * row);
+    }
+}
+
+/* k_cr6<D>: k_cr<D, 1> for Q6_K on the field-major copy: the int8 Q6_K
+ * arithmetic of production's k_mmvq<Q6_K> at TL = 1 (mmvq_sb6), so every
+ * output must be memcmp-equal to variant 0's. Launch contract as k_cr. */
+static size_t cr6_smem(int d, int ks) { return (size_t)ks * d * TM6_SB + mmvq_smem_bytes(1, 1, ks); }
+
+template <int D>
+__global__ void __launch_bounds__(512, 1)
+    k_cr6(mmv_args a, const uint8_t *__restrict__ W, const uint8_t *__restrict__ buf) {
+    extern __shared__ __align__(128) uint8_t cr6_sh[];
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
+    const int nsb = (int)(a.in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks, n = sb1 - sb0;
+    float *part = (float *)(cr6_sh + (size_t)ks * D * TM6_SB);
+    uint8_t *ring = cr6_sh + (size_t)wp * D * TM6_SB;
+    const uint8_t *tile = W + (size_t)blockIdx.x * nsb * TM6_SB;
+    auto issue = [&](int i) {
+        uint8_t *slot = ring + (i % D) * TM6_SB;
+        const uint8_t *src = tile + (size_t)(sb0 + i) * TM6_SB;
+        for (int c = lane; c < TM6_SB / 16; c += 32) {
+            const uint32_t dst = (uint32_t)__cvta_generic_to_shared(slot + 16 * c);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src + 16 * c) : "memory");
+        }
+    };
+    cr_start<D>(issue, n);
+    pdl_start();
+    const float *S = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = S + (size_t)nsb * 8;
+    float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
+    mmvq_raw6 cur[1];
+#pragma unroll 1
+    for (int i = 0; i < n; i++) {
+        __syncwarp();
+        if (i + D - 1 < n) issue(i + D - 1);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");
+        __syncwarp();
+        tm6_load_sh(cur[0], ring + (i % D) * TM6_SB, g, t);
+        const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)(sb0 + i)};
+        mmvq_sb6<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
+    }
+    pdl_trigger();
+    const int64_t rbase[1] = {(int64_t)blockIdx.x * 16}, nrow[1] = {a.n_out[0]};
+    mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
+}
+
 /* k_sk<D>: the tile-major matvec as one balanced stream per warp (a
  * "stream-K" split), to take the wave tail out of a pair's fixed cost
  * (bench/results/2026-12-03g-h200.md, section 3).
@@ -336,8 +422,16 @@ int main(int argc, char **argv) {
     uint8_t *htm = tm_repack(pb.hw, n_out, nsb, rb / nsb);
     const uint8_t *dtm = lab_dev(htm, wb);
     free(htm);
-    const uint8_t *cw[64], *ct[64];
+    const uint8_t *cw[64], *ct[64], *ct6[64];
     const int ncw = lab_copies(pb.dw, wb, cw, 64), nct = lab_copies(dtm, wb, ct, 64);
+    int nct6 = 0;
+    const uint8_t *dtm6 = NULL;
+    if (q6) { /* variants 15-17: the field-major Q6_K copy */
+        uint8_t *h6 = tm6_repack(pb.hw, n_out, nsb);
+        dtm6 = lab_dev(h6, wb);
+        free(h6);
+        nct6 = lab_copies(dtm6, wb, ct6, 64);
+    }
     uint8_t *pbuf;
     float *dy;
     CK(cudaMalloc(&pbuf, MQ_BUF_BYTES));
@@ -354,8 +448,9 @@ int main(int argc, char **argv) {
                                   "cp.async ring D=3, tile-major", "cp.async ring D=4, tile-major",
                                   "int8 matvec alone (no prep)",   "prep alone",
                                   "stream-K ring D=2, tile-major", "stream-K ring D=3, tile-major",
-                                  "production tile-major pair"};
-    auto tile_major = [](int v) { return v == 1 || v == 2 || (v >= 7 && v <= 9) || v >= 12; };
+                                  "production tile-major pair",    "Q6_K field-major ring D=2",
+                                  "Q6_K field-major ring D=3",     "Q6_K field-major ring D=4"};
+    auto tile_major = [](int v) { return v == 1 || v == 2 || (v >= 7 && v <= 9) || (v >= 12 && v <= 14); };
     /* k_sk: the grid that fits at once, the partials and the per-tile counters */
     int nsm = 0, sk_per_sm[2] = {0, 0};
     CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
@@ -375,9 +470,14 @@ int main(int argc, char **argv) {
     /* variant v on weight copy i */
     auto run = [&](int v, int i, cudaStream_t st) {
         mmv_args b = a;
-        b.W[0] = tile_major(v) ? ct[i] : cw[i];
+        b.W[0] = v >= 15 ? ct6[i] : tile_major(v) ? ct[i] : cw[i];
         const unsigned grid = (unsigned)(n_out / 16), block = 32u * (unsigned)ks;
-        if (v == 1 || v == 2) {
+        if (v >= 15) {
+            const int d = v - 13;
+            prep(st);
+            lab_launch(d == 2 ? k_cr6<2> : d == 3 ? k_cr6<3> : k_cr6<4>, grid, block, cr6_smem(d, ks), st, true, b,
+                       b.W[0], (const uint8_t *)pbuf);
+        } else if (v == 1 || v == 2) {
             prep(st);
             lab_launch(v == 2 ? k_tm<2> : k_tm<0>, grid, block, tm_smem(v == 2 ? 2 : 0, ks), st, true, b, b.W[0],
                        (const uint8_t *)pbuf);
@@ -420,11 +520,15 @@ int main(int argc, char **argv) {
     CK(cudaFuncSetAttribute(k_cr<2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
     CK(cudaFuncSetAttribute(k_cr<3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
     CK(cudaFuncSetAttribute(k_cr<4, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
+    const int cr6max = (int)cr6_smem(4, 16);
+    CK(cudaFuncSetAttribute(k_cr6<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
+    CK(cudaFuncSetAttribute(k_cr6<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
+    CK(cudaFuncSetAttribute(k_cr6<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
     float *hp = (float *)malloc(sizeof(float) * n_out), *hv = (float *)malloc(sizeof(float) * n_out);
     auto pct = [&](double us) { return 100.0 * wb / (us * 1e-6) / 1e9 / copy; };
     std::vector<int> vs;
     if (q6)
-        vs = {0, 3};
+        vs = {0, 3, 15, 16, 17};
     else if (getenv("SWEEP"))
         vs = {0, 7, 14, 12, 10, 11};
     else if (getenv("KS"))
@@ -446,13 +550,16 @@ int main(int argc, char **argv) {
         const double e = v == 11 ? 0.0 : lab_err(h, refn, n_out, mrefn);
         const bool same = own || !memcmp(hv, hp, sizeof(float) * n_out);
         fails += !(e <= 1e-5) + !same;
-        const double gu = lab_graph_us([&](int i, cudaStream_t st) { run(v, i, st); }, 64, tile_major(v) ? nct : ncw);
+        const int nc = v >= 15 ? nct6 : tile_major(v) ? nct : ncw;
+        const double gu = lab_graph_us([&](int i, cudaStream_t st) { run(v, i, st); }, 64, nc);
         printf("%-30s %7.2f us %4.0f%%  err %.2e %s%s\n", names[v], gu, pct(gu), e, e <= 1e-5 ? "ok" : "FAIL",
                own ? "" : same ? "  == first yes" : "  == first NO");
         first = false;
     }
     for (int i = 1; i < ncw; i++) cudaFree((void *)cw[i]);
     for (int i = 1; i < nct; i++) cudaFree((void *)ct[i]);
+    for (int i = 1; i < nct6; i++) cudaFree((void *)ct6[i]);
+    cudaFree((void *)dtm6);
     cudaFree((void *)dtm), cudaFree(dnw), cudaFree(pbuf), cudaFree(dy), cudaFree(sk_part), cudaFree(sk_cnt);
     lab_mv_free(&pb), free(hnw), free(refn), free(hp), free(hv);
     return fails ? 1 : 0;
