@@ -122,13 +122,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
              * warp sums (virtual warp vw: float4s 32 vw + lane, + 256, ..) spread over this block's warps */
             if (b * ks < nsb) {
                 for (int vw = wp; vw < 8; vw += ks) {
-                    float ss = 0.0f;
-                    for (int64_t i = 32 * vw + lane; i < a.in / 4; i += 256) {
-                        const float4 v = __ldg((const float4 *)a.x + i);
-                        ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss), ss = fmaf(v.z, v.z, ss);
-                        ss = fmaf(v.w, v.w, ss);
-                    }
-                    ss = warp_sum(ss);
+                    const float ss = mmvq_prep_part(a.x, a.in, 32 * vw + lane);
                     if (lane == 0) ch_red[vw] = ss;
                 }
                 __syncthreads();
@@ -137,10 +131,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
                     const float4 *xp = (const float4 *)(a.x + (int64_t)gw * 256 + 8 * lane);
                     const float4 *wq = (const float4 *)(a.nw + (int64_t)gw * 256 + 8 * lane);
                     const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1), w0 = __ldg(wq), w1 = __ldg(wq + 1);
-                    const float *red = ch_red;
-                    const float tot =
-                        ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
-                    const float inv = 1.0f / sqrtf(tot / (float)a.in + a.eps);
+                    const float inv = mmvq_prep_inv(ch_red, a.in, a.eps);
                     mmvq_prep_sb(u0, u1, w0, w1, true, inv, lane, buf + (size_t)gw * MQ_SB_B, (float *)S + gw * 8,
                                  (float *)sinv + gw);
                 }
@@ -185,12 +176,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < in; i++) hnw[i] = rf(0.5f, 1.5f);
     const double mrefn = lab_norm_ref(&pb, MEMRA_TYPE_Q4_K, in, n_out, hnw, eps, refn);
     float *dnw = lab_dev(hnw, sizeof(float) * in);
-    /* the tile-major copy (common.cuh's layout: tile tau's super-block sb at (tau nsb + sb) 2,304) */
-    uint8_t *htm = (uint8_t *)malloc(wb);
-    for (int64_t r = 0; r < n_out; r++)
-        for (int sb = 0; sb < nsb; sb++)
-            memcpy(htm + (((size_t)(r / 16) * nsb + sb) * 16 + (size_t)(r % 16)) * 144,
-                   pb.hw + (size_t)r * pb.rb + (size_t)sb * 144, 144);
+    uint8_t *htm = lab_tm_repack(pb.hw, n_out, nsb, 144);
     const uint8_t *dtm = lab_dev(htm, wb);
     free(htm);
     const uint8_t *ct[64];

@@ -146,6 +146,19 @@ static inline double lab_norm_ref(const lab_mv *m, uint32_t type, int64_t in, in
     return mref;
 }
 
+/* The tile-major copy of a matrix of n_out rows (a multiple of 16) and
+ * super-blocks of bb bytes (common.cuh's layout: row 16 tau + i's
+ * super-block sb at ((tau nsb + sb) 16 + i) bb); free() it. */
+static inline uint8_t *lab_tm_repack(const uint8_t *w, int64_t n_out, int nsb, size_t bb) {
+    const size_t rb = (size_t)nsb * bb;
+    uint8_t *o = (uint8_t *)malloc(rb * (size_t)n_out);
+    for (int64_t r = 0; r < n_out; r++)
+        for (int sb = 0; sb < nsb; sb++)
+            memcpy(o + (((size_t)(r / 16) * nsb + sb) * 16 + (size_t)(r % 16)) * bb,
+                   w + (size_t)r * rb + (size_t)sb * bb, bb);
+    return o;
+}
+
 static inline void lab_mv_free(lab_mv *m) {
     free(m->hw), free(m->hx), free(m->ref);
     cudaFree(m->dw), cudaFree(m->dx);

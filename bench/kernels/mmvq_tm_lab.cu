@@ -58,18 +58,6 @@
 
 #define TM_TILE_B (16 * 144) /* one tile's super-block */
 
-/* The tile-major copy of a matrix of n_out rows (a multiple of 16) and
- * super-blocks of bb bytes. */
-static uint8_t *tm_repack(const uint8_t *w, int64_t n_out, int nsb, size_t bb) {
-    const size_t rb = (size_t)nsb * bb;
-    uint8_t *o = (uint8_t *)malloc(rb * (size_t)n_out);
-    for (int64_t r = 0; r < n_out; r++)
-        for (int sb = 0; sb < nsb; sb++)
-            memcpy(o + (((size_t)(r / 16) * nsb + sb) * 16 + (size_t)(r % 16)) * bb,
-                   w + (size_t)r * rb + (size_t)sb * bb, bb);
-    return o;
-}
-
 /* mmvq_raw's fields from a super-block at p (global or shared: generic loads) */
 __device__ __forceinline__ void tm_load_sh(mmvq_raw &w, const uint8_t *p, int g, int t) {
 #pragma unroll
@@ -145,26 +133,12 @@ __global__ void __launch_bounds__(512, 1)
     mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
 }
 
-/* The per-warp cp.async ring of k_cr and k_sk over n items (relative index
- * i; issue(i) makes every lane copy its chunks of item i into slot i % D,
- * one commit group per item): cr_start before the wait for the prep puts
- * items 0 .. D - 2 in flight, cr_next(i) puts i + D - 1 in flight and loads
- * item i's fragments. */
-template <int D, class F, class I>
-__device__ __forceinline__ void cr_start(F issue, I n) {
-    for (I k = 0; k < D - 1; k++) {
-        if (k < n) issue(k);
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    }
-}
-
+/* The per-warp cp.async ring of k_cr, k_cr6 and k_sk over n items is
+ * mmvq.cuh's (mmvq_ring_start before the wait for the prep, then
+ * mmvq_ring_next); cr_next also loads item i's fragments. */
 template <int D, class F, class I>
 __device__ __forceinline__ void cr_next(F issue, I i, I n, const uint8_t *ring, mmvq_raw &cur, int g, int t) {
-    __syncwarp(); /* the slot about to be refilled was read at i - 1 */
-    if (i + D - 1 < n) issue(i + D - 1);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");
-    __syncwarp(); /* every lane's chunks of item i */
+    mmvq_ring_next<D>(issue, i, n);
     tm_load_sh(cur, ring + (i % D) * TM_TILE_B, g, t);
 }
 
@@ -198,7 +172,7 @@ __global__ void __launch_bounds__(512, 1)
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
         }
     };
-    cr_start<D>(issue, sb1 - sb0);
+    mmvq_ring_start<D>(issue, sb1 - sb0);
     pdl_start();
     const float *S = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = S + (size_t)nsb * 8;
     float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
@@ -274,18 +248,14 @@ __global__ void __launch_bounds__(512, 1)
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src + 16 * c) : "memory");
         }
     };
-    cr_start<D>(issue, n);
+    mmvq_ring_start<D>(issue, n);
     pdl_start();
     const float *S = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = S + (size_t)nsb * 8;
     float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
     mmvq_raw6 cur[1];
 #pragma unroll 1
     for (int i = 0; i < n; i++) {
-        __syncwarp();
-        if (i + D - 1 < n) issue(i + D - 1);
-        asm volatile("cp.async.commit_group;" ::: "memory");
-        asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");
-        __syncwarp();
+        mmvq_ring_next<D>(issue, i, n);
         tm6_load_sh(cur[0], ring + (i % D) * TM6_SB, g, t);
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)(sb0 + i)};
         mmvq_sb6<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
@@ -341,7 +311,7 @@ __global__ void __launch_bounds__(32 * SK_WARPS) k_sk(mmv_args a, const uint8_t 
                          : "memory");
         }
     };
-    cr_start<D>(issue, u1 - u0);
+    mmvq_ring_start<D>(issue, u1 - u0);
     pdl_start();
     const float *Sx = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = Sx + (size_t)nsb * 8;
     float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
@@ -419,7 +389,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < in; i++) hnw[i] = rf(0.5f, 1.5f);
     const double mrefn = lab_norm_ref(&pb, TY, in, n_out, hnw, eps, refn);
     float *dnw = lab_dev(hnw, sizeof(float) * in);
-    uint8_t *htm = tm_repack(pb.hw, n_out, nsb, rb / nsb);
+    uint8_t *htm = lab_tm_repack(pb.hw, n_out, nsb, rb / nsb);
     const uint8_t *dtm = lab_dev(htm, wb);
     free(htm);
     const uint8_t *cw[64], *ct[64], *ct6[64];

@@ -127,6 +127,23 @@ __device__ __forceinline__ void mmvq_convert(const float *v, float mx, bool bad,
     if (lane == 0) *sinv = bad ? __int_as_float(0x7FC00000) : __uint_as_float((uint32_t)(127 - es) << 23);
 }
 
+/* k_mmvq_prep's sum of squares of a token's row xr, in its fixed order:
+ * warp w's part (its lane l sums float4s i0 = 32 w + l, + 256, .. in order,
+ * then the warp's butterfly), and the 8 parts' tree. chain_lab computes the
+ * same parts with fewer warps. */
+__device__ __forceinline__ float mmvq_prep_part(const float *xr, int64_t in, int64_t i0) {
+    float ss = 0.0f;
+    for (int64_t i = i0; i < in / 4; i += 256) {
+        const float4 v = __ldg((const float4 *)xr + i);
+        ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss), ss = fmaf(v.z, v.z, ss), ss = fmaf(v.w, v.w, ss);
+    }
+    return warp_sum(ss);
+}
+__device__ __forceinline__ float mmvq_prep_inv(const float *red, int64_t in, float eps) {
+    const float tot = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
+    return 1.0f / sqrtf(tot / (float)in + eps);
+}
+
 /* One warp's part of k_mmvq_prep: super-block sb of a token (lane L's
  * elements 8 L .. 8 L + 7 in u0, u1, the norm weight's in w0, w1; inv the
  * norm's factor, used when nw) converted into its planes, S and 2^-e. */
@@ -178,16 +195,10 @@ __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restrict__ x, 
     }
     float inv = 1.0f;
     if (nw) {
-        float ss = 0.0f;
-        for (int64_t i = threadIdx.x; i < in / 4; i += 256) {
-            const float4 v = __ldg((const float4 *)xr + i);
-            ss = fmaf(v.x, v.x, ss), ss = fmaf(v.y, v.y, ss), ss = fmaf(v.z, v.z, ss), ss = fmaf(v.w, v.w, ss);
-        }
-        ss = warp_sum(ss);
+        const float ss = mmvq_prep_part(xr, in, threadIdx.x);
         if (lane == 0) red[w] = ss;
         __syncthreads();
-        const float tot = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
-        inv = 1.0f / sqrtf(tot / (float)in + eps);
+        inv = mmvq_prep_inv(red, in, eps);
     }
     if (sb >= nsb) return;
     const size_t ts = (size_t)t * nsb + sb;
@@ -747,6 +758,29 @@ __device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *
     }
 }
 
+/* A warp's cp.async ring of D slots over its n super-blocks (relative
+ * index i; issue(i) has every lane copy its chunks of the i-th into slot i %
+ * D): mmvq_ring_start puts 0 .. D - 2 in flight (one commit group each,
+ * empty past n), mmvq_ring_next(i) puts i + D - 1 in flight and returns when
+ * every lane's chunks of the i-th have landed. k_mmvq_tm, k_mmvq_tm2 and the
+ * labs' rings. */
+template <int D, class F, class I>
+__device__ __forceinline__ void mmvq_ring_start(F issue, I n) {
+#pragma unroll
+    for (I k = 0; k < D - 1; k++) {
+        if (k < n) issue(k);
+        mmv_cp_commit();
+    }
+}
+template <int D, class F, class I>
+__device__ __forceinline__ void mmvq_ring_next(F issue, I i, I n) {
+    __syncwarp(); /* the slot refilled now was read at i - 1 by every lane */
+    if (i + D - 1 < n) issue(i + D - 1);
+    mmv_cp_commit();
+    mmv_cp_wait<D - 1>(); /* this lane's chunks of the i-th */
+    __syncwarp();         /* and every lane's */
+}
+
 /* Launch contract: k_mmvq's (grid, block 32 ks, buf, T <= 2 NP, TL,
  * MINB) for TYPE = Q4_K with every a.W tile-major; dynamic shared memory
  * mmvq_tm_smem_bytes(D, NP, TL, ks). Warp w: tile(s) as k_mmvq, super-blocks
@@ -785,12 +819,7 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
             }
         }
     };
-    /* super-blocks 0 .. D - 2 in flight before the wait for the prep */
-#pragma unroll
-    for (int k = 0; k < D - 1; k++) {
-        if (k < n) issue(k);
-        mmv_cp_commit();
-    }
+    mmvq_ring_start<D>(issue, n); /* before the wait for the prep */
     pdl_start();
     const uint8_t *planes = buf;
     const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
@@ -803,11 +832,7 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
 #pragma unroll 1
     for (int sb = sb0; sb < sb1; sb++) {
         const int i = sb - sb0;
-        __syncwarp(); /* the slot refilled now was read at i - 1 by every lane */
-        if (i + D - 1 < n) issue(i + D - 1);
-        mmv_cp_commit();
-        mmv_cp_wait<D - 1>(); /* this lane's chunks of super-block i */
-        __syncwarp();         /* and every lane's */
+        mmvq_ring_next<D>(issue, i, n);
         const uint8_t *slot = ring + (i % D) * (TL * Q4K_TM_SB);
 #pragma unroll
         for (int tl = 0; tl < TL; tl++) cur[tl].load_sh(slot + tl * Q4K_TM_SB, g, t);
@@ -852,11 +877,7 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
         uint8_t *slot = ring + (i % D) * Q4K_TM_SB;
         for (int c = lane; c < Q4K_TM_SB / 16; c += 32) mmv_cp16(slot + 16 * c, src + 16 * c);
     };
-#pragma unroll
-    for (int k = 0; k < D - 1; k++) {
-        if (k < n) issue(k);
-        mmv_cp_commit();
-    }
+    mmvq_ring_start<D>(issue, n);
     pdl_start();
     const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
     float acc[2][1][NP][4];
@@ -866,11 +887,7 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
         for (int p = 0; p < NP; p++) acc[r][0][p][0] = acc[r][0][p][1] = acc[r][0][p][2] = acc[r][0][p][3] = 0.0f;
     mmvq_raw cur[1];
     auto step = [&](int i, float (*ac)[NP][4]) {
-        __syncwarp(); /* the slot refilled now was read at i - 1 by every lane */
-        if (i + D - 1 < n) issue(i + D - 1);
-        mmv_cp_commit();
-        mmv_cp_wait<D - 1>();
-        __syncwarp();
+        mmvq_ring_next<D>(issue, i, n);
         cur[0].load_sh(ring + (i % D) * Q4K_TM_SB, g, t);
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb_of(i)};
         mmvq_sb<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
