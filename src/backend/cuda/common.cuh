@@ -262,6 +262,14 @@ __device__ __forceinline__ void mmv_cp_wait(void) {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+/* The launch attribute for thread-block clusters of x blocks along x */
+static inline cudaLaunchAttribute cuda_cluster_attr(unsigned x) {
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = x, at.val.clusterDim.y = 1, at.val.clusterDim.z = 1;
+    return at;
+}
+
 /* kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute when
  * cuda_pdl is set, in thread-block clusters of `cluster` blocks along x
  * when cluster > 0 (sm_90). */
@@ -274,10 +282,7 @@ static inline void cuda_launch_cl(void (*kernel)(P...), dim3 grid, dim3 block, s
         at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         at[n++].val.programmaticStreamSerializationAllowed = 1;
     }
-    if (cluster) {
-        at[n].id = cudaLaunchAttributeClusterDimension;
-        at[n].val.clusterDim.x = cluster, at[n].val.clusterDim.y = 1, at[n++].val.clusterDim.z = 1;
-    }
+    if (cluster) at[n++] = cuda_cluster_attr(cluster);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
     cfg.attrs = at, cfg.numAttrs = n;

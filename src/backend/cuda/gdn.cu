@@ -364,9 +364,7 @@ static int gdn_cluster(int64_t T, int n_seqs, const memra_gdn_params *p, gdn_fn 
     const int cl = p->n_v / p->n_k * GDN_NS;
     if (!mode || !cuda_sm90 || cl > 16 || T != n_seqs || (mode != 1 && cl > 8)) return 0;
     if (cl > 8 && fk[cl] != k) { /* fits: 1 it fits, -1 it does not */
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned)cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cudaLaunchAttribute at[1] = {cuda_cluster_attr((unsigned)cl)};
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3((unsigned)(p->n_v * GDN_NS)), cfg.blockDim = 256, cfg.attrs = at, cfg.numAttrs = 1;
         int n = 0;
