@@ -15,11 +15,7 @@ set -u
 T0=$(date +%s); BUDGET=${BUDGET:-480}
 left() { [ $(( $(date +%s) - T0 )) -lt $(( BUDGET - $1 )) ]; }
 OUT=${OUT:-/tmp/next-run}; mkdir -p $OUT
-python3 -c "
-import lzma,glob,os
-for z in glob.glob('.fix/*.xz')+glob.glob('.bin/*.xz'):
-    open(z[:-3],'wb').write(lzma.open(z).read()); os.remove(z)
-"; chmod +x .bin/*
+bash bench/unpack.sh .bin .fix
 B=.bin/memra
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 for S in "12288 4096" "17408 5120" "4096 8192" "5120 10240"; do
