@@ -8,7 +8,8 @@
 #      MEMRA_MMVQ_TM2=1 (k_mmvq_tm2: 27b's Q4_K ffn_down, two K ranges a warp); gate model;
 #   2. 27b q4_k_m: logits of 66 tokens (--all: a chunk of 64, then T = 2) cmp-equal under MEMRA_MMVQ_TM2=1, decode@0
 #      A/B, two rounds;
-#   3. 35b-a3b q4_k_m decode@0 A/B against MEMRA_GDN_CLUSTER=0;
+#   3. 35b-a3b q4_k_m: logits cmp-equal under MEMRA_MOE_ROUTE1=1 (the route as its own launch), decode@0 A/B
+#      against MEMRA_GDN_CLUSTER=0 and MEMRA_MOE_ROUTE1=1 (gated in part 1);
 #   4. chain_lab with the two-level barrier and the spread prep sums ({2048, 16} is one tile: a phase is almost
 #      only its barriers).
 set -u
@@ -26,6 +27,8 @@ for gm in 35b-a3b 9b; do
 done
 MEMRA_MMVQ_TM2=1 timeout 40 $B gate kernels --model 27b --seed 198 >>$OUT/gk.log 2>&1
 echo "MMVQ_TM2=1 gate kernels 27b rc=$?"
+MEMRA_MOE_ROUTE1=1 timeout 40 $B gate kernels --model 35b-a3b --seed 199 >>$OUT/gk.log 2>&1
+echo "MOE_ROUTE1=1 gate kernels 35b-a3b rc=$?"
 timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix >$OUT/gm.log 2>&1; echo "gate model rc=$?"
 grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head
 TOK=$(python3 -c "import random; random.seed(7); print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
@@ -40,8 +43,16 @@ if left 150; then
   BIN=$B MODELS=27b:q4_k_m ROUNDS=2 VARIANTS="- MEMRA_MMVQ_TM2=1" OUT=$OUT bash bench/env_ab.sh 2>&1 | tee $OUT/ab.txt
 fi
 echo "t=$(( $(date +%s) - T0 ))"
-if left 90; then
-  BIN=$B MODELS=35b-a3b:q4_k_m ROUNDS=2 VARIANTS="- MEMRA_GDN_CLUSTER=0" OUT=$OUT bash bench/env_ab.sh 2>&1 | tee -a $OUT/ab.txt
+if left 110; then
+  f=/tmp/ab-35b-a3b-q4_k_m.gguf
+  $B mkmodel --preset 35b-a3b --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 || echo mkmodel failed
+  for v in 0 1; do
+    MEMRA_MOE_ROUTE1=$v $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-$v.f32 2>>$OUT/ab.log
+  done
+  cmp /tmp/ev-0.f32 /tmp/ev-1.f32 && echo "35b-a3b eval 66 --all: MOE_ROUTE1=1 logits cmp-equal to 0"
+  rm -f /tmp/ev-*.f32
+  BIN=$B MODELS=35b-a3b:q4_k_m ROUNDS=2 VARIANTS="- MEMRA_GDN_CLUSTER=0 MEMRA_MOE_ROUTE1=1" OUT=$OUT \
+    bash bench/env_ab.sh 2>&1 | tee -a $OUT/ab.txt
 fi
 echo "t=$(( $(date +%s) - T0 ))"
 run() { echo "== $*"; env "$@" timeout 40 .bin/chain_lab $S; echo "rc=$?"; }
