@@ -31,11 +31,14 @@
  *  14 production's tile-major pair: mmvq_launch with a.tm = 1 on the
  *     tile-major copy (k_mmvq_tm, mmvq.cuh: k_cr<D, 1> ported for every T
  *     and TL, D = mmvq_tm_d); its bits must be the first variant's.
- *  15-17 (q6_k) k_cr6<D>: Q6_K tile-major in a field-major form (tm6_repack)
+ *  15-17 (q6_k) k_cr6<D, 0>: Q6_K tile-major in a field-major form (tm6_repack)
  *     through a per-warp cp.async ring of D = 2, 3, 4 slots, with the int8
  *     Q6_K arithmetic of variant 0 (k_mmvq<Q6_K>): memcmp-equal to it.
  *     Written 2026-12-06 (session 25), NOT YET RUN: is tile-major what the
  *     Q6_K decode matvecs (k_mmv6, 34-47% of copy) need?
+ *  18-20 (q6_k) k_cr6<D, 1>: the same ring on Q6_K tile-major with its
+ *     210-byte blocks intact (lab_tm_repack, as common.cuh stores Q4_K):
+ *     does the smaller production change (addresses only) keep the gain?
  * Each pair is prep + matvec (the input norm fused), PDL, 64 per CUDA graph
  * over rotating weight copies (> L2), % of copy. Checked: every variant
  * against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and memcmp.
@@ -226,12 +229,43 @@ __device__ __forceinline__ void tm6_load_sh(mmvq_raw6 &w, const uint8_t *p, int 
     }
 }
 
-/* k_cr6<D>: k_cr<D, 1> for Q6_K on the field-major copy: the int8 Q6_K
- * arithmetic of production's k_mmvq<Q6_K> at TL = 1 (mmvq_sb6), so every
- * output must be memcmp-equal to variant 0's. Launch contract as k_cr. */
+/* Variants 18-20: Q6_K tile-major with its blocks intact (lab_tm_repack at
+ * 210 bytes a block: what common.cuh does for Q4_K, so every other reader
+ * would only change its addresses). A tile's super-block is one 3,360-byte
+ * run, 16-byte aligned; row i's block starts at 210 i in the slot, 2-byte
+ * aligned when i is odd, so a lane's 8-byte pieces are read as aligned
+ * words and funnel-shifted (mmvq_ld8's rule, from shared memory). */
+__device__ __forceinline__ uint2 tm6i_ld8(const uint8_t *slot, int off) {
+    const uint32_t *w = (const uint32_t *)(slot + (off & ~3));
+    const uint32_t s = (uint32_t)(off & 2) * 8u, u0 = w[0], u1 = w[1], u2 = w[2];
+    return make_uint2(__funnelshift_r(u0, u1, s), __funnelshift_r(u1, u2, s));
+}
+
+__device__ __forceinline__ void tm6i_load_sh(mmvq_raw6 &w, const uint8_t *slot, int g, int t) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int b = 210 * (g + 8 * r);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int c = 0; c < 2; c++) w.ql[r][h][c] = tm6i_ld8(slot, b + 64 * h + 32 * c + 8 * t);
+            w.qh[r][h] = tm6i_ld8(slot, b + 128 + 32 * h + 8 * t);
+        }
+        const int o = b + 192 + 4 * t;
+        const uint32_t *q = (const uint32_t *)(slot + (o & ~3));
+        w.sc[r] = __funnelshift_r(q[0], q[1], (uint32_t)(o & 2) * 8u);
+        w.d[r] = *(const unsigned short *)(slot + b + 208);
+    }
+}
+
+/* k_cr6<D, INTACT>: k_cr<D, 1> for Q6_K on a tile-major copy, field-major
+ * (INTACT = 0, variants 15-17) or with its blocks intact (1, 18-20): the
+ * int8 Q6_K arithmetic of production's k_mmvq<Q6_K> at TL = 1 (mmvq_sb6),
+ * so every output must be memcmp-equal to variant 0's. Launch contract as
+ * k_cr. */
 static size_t cr6_smem(int d, int ks) { return (size_t)ks * d * TM6_SB + mmvq_smem_bytes(1, 1, ks); }
 
-template <int D>
+template <int D, int INTACT>
 __global__ void __launch_bounds__(512, 1)
     k_cr6(mmv_args a, const uint8_t *__restrict__ W, const uint8_t *__restrict__ buf) {
     extern __shared__ __align__(128) uint8_t cr6_sh[];
@@ -256,7 +290,8 @@ __global__ void __launch_bounds__(512, 1)
 #pragma unroll 1
     for (int i = 0; i < n; i++) {
         mmvq_ring_next<D>(issue, i, n);
-        tm6_load_sh(cur[0], ring + (i % D) * TM6_SB, g, t);
+        if constexpr (INTACT) tm6i_load_sh(cur[0], ring + (i % D) * TM6_SB, g, t);
+        else tm6_load_sh(cur[0], ring + (i % D) * TM6_SB, g, t);
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)(sb0 + i)};
         mmvq_sb6<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
     }
@@ -419,7 +454,9 @@ int main(int argc, char **argv) {
                                   "int8 matvec alone (no prep)",   "prep alone",
                                   "stream-K ring D=2, tile-major", "stream-K ring D=3, tile-major",
                                   "production tile-major pair",    "Q6_K field-major ring D=2",
-                                  "Q6_K field-major ring D=3",     "Q6_K field-major ring D=4"};
+                                  "Q6_K field-major ring D=3",     "Q6_K field-major ring D=4",
+                                  "Q6_K intact tile-major D=2",    "Q6_K intact tile-major D=3",
+                                  "Q6_K intact tile-major D=4"};
     auto tile_major = [](int v) { return v == 1 || v == 2 || (v >= 7 && v <= 9) || (v >= 12 && v <= 14); };
     /* k_sk: the grid that fits at once, the partials and the per-tile counters */
     int nsm = 0, sk_per_sm[2] = {0, 0};
@@ -440,13 +477,14 @@ int main(int argc, char **argv) {
     /* variant v on weight copy i */
     auto run = [&](int v, int i, cudaStream_t st) {
         mmv_args b = a;
-        b.W[0] = v >= 15 ? ct6[i] : tile_major(v) ? ct[i] : cw[i];
+        b.W[0] = v >= 18 ? ct[i] : v >= 15 ? ct6[i] : tile_major(v) ? ct[i] : cw[i];
         const unsigned grid = (unsigned)(n_out / 16), block = 32u * (unsigned)ks;
-        if (v >= 15) {
-            const int d = v - 13;
+        if (v >= 15) { /* 15-17 field-major, 18-20 blocks intact */
+            const int d = 2 + (v - 15) % 3;
+            auto k = v >= 18 ? (d == 2 ? k_cr6<2, 1> : d == 3 ? k_cr6<3, 1> : k_cr6<4, 1>)
+                             : (d == 2 ? k_cr6<2, 0> : d == 3 ? k_cr6<3, 0> : k_cr6<4, 0>);
             prep(st);
-            lab_launch(d == 2 ? k_cr6<2> : d == 3 ? k_cr6<3> : k_cr6<4>, grid, block, cr6_smem(d, ks), st, true, b,
-                       b.W[0], (const uint8_t *)pbuf);
+            lab_launch(k, grid, block, cr6_smem(d, ks), st, true, b, b.W[0], (const uint8_t *)pbuf);
         } else if (v == 1 || v == 2) {
             prep(st);
             lab_launch(v == 2 ? k_tm<2> : k_tm<0>, grid, block, tm_smem(v == 2 ? 2 : 0, ks), st, true, b, b.W[0],
@@ -491,14 +529,17 @@ int main(int argc, char **argv) {
     CK(cudaFuncSetAttribute(k_cr<3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
     CK(cudaFuncSetAttribute(k_cr<4, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
     const int cr6max = (int)cr6_smem(4, 16);
-    CK(cudaFuncSetAttribute(k_cr6<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
-    CK(cudaFuncSetAttribute(k_cr6<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
-    CK(cudaFuncSetAttribute(k_cr6<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
+    CK(cudaFuncSetAttribute(k_cr6<2, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
+    CK(cudaFuncSetAttribute(k_cr6<3, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
+    CK(cudaFuncSetAttribute(k_cr6<4, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
+    CK(cudaFuncSetAttribute(k_cr6<2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
+    CK(cudaFuncSetAttribute(k_cr6<3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
+    CK(cudaFuncSetAttribute(k_cr6<4, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
     float *hp = (float *)malloc(sizeof(float) * n_out), *hv = (float *)malloc(sizeof(float) * n_out);
     auto pct = [&](double us) { return 100.0 * wb / (us * 1e-6) / 1e9 / copy; };
     std::vector<int> vs;
     if (q6)
-        vs = {0, 3, 15, 16, 17};
+        vs = {0, 3, 15, 16, 17, 18, 19, 20};
     else if (getenv("SWEEP"))
         vs = {0, 7, 14, 12, 10, 11};
     else if (getenv("KS"))
