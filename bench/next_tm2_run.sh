@@ -2,8 +2,8 @@
 # Session 25, run 3 (bench/next_tm2_run.sh). One call from the repo root, .bin/memra, .bin/chain_lab,
 # .bin/mmvq_tm_lab (BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh NAME, stripped) and .fix carried xz'd
 # (~7 min; the parts in order of need, each skipped when BUDGET seconds would be passed):
-#   0. mmvq_tm_lab q6_k on the Q6_K decode shapes: variants 15-20 (Q6_K tile-major, field-major or blocks intact, a cp.async
-#      ring; must be memcmp-equal to variant 0) against k_mmv6 (variant 3);
+#   0. mmvq_tm_lab q6_k on the Q6_K decode shapes: variants 15-20 (Q6_K tile-major, field-major or blocks
+#      intact, through a cp.async ring; must be memcmp-equal to variant 0) against k_mmv6 (variant 3);
 #   1. the tree's binary (GDN clusters on by default now): gate kernels 35b-a3b, 9b; gate kernels 27b with
 #      MEMRA_MMVQ_TM2=1 (k_mmvq_tm2: 27b's Q4_K ffn_down, two K ranges a warp); gate model;
 #   2. 27b q4_k_m: logits of 66 tokens (--all: a chunk of 64, then T = 2) cmp-equal under MEMRA_MMVQ_TM2=1, decode@0
