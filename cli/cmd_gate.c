@@ -342,11 +342,12 @@ static int gate_matmul_shape(gate *g, const gate_model *m, const mm_shape *s, ui
         /* Q6_K rows of an even number of super-blocks whose prefill path is
          * the fp16 matvec's arithmetic (mmvg; the backend says which shapes:
          * the others take the wgmma GEMM) must equal T = 1's, unless the
-         * int8 matvec takes T < 16 (MEMRA_MMVQ6=1). (Q4_K's mmvg is mmv's
-         * fp16 arithmetic, its T < 16 path the int8 matvec: not the same
-         * bits.) */
+         * int8 matvec takes T < 16 (MEMRA_MMVQ6=1, or a tile-major weight).
+         * (Q4_K's mmvg is mmv's fp16 arithmetic, its T < 16 path the int8
+         * matvec: not the same bits.) */
         const char *q6 = getenv("MEMRA_MMVQ6");
         const int same = tc && type == MEMRA_TYPE_Q6_K && s->in % 512 == 0 && !(q6 && !strcmp(q6, "1")) &&
+                         !memra_backend_cuda_weight_tm(g->gpu, &w.g) &&
                          memra_backend_cuda_prefill_matvec(g->gpu, type, s->in, s->out);
         if (T > 1) {
             int64_t rows[3] = {0, T / 2, T - 1};

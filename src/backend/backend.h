@@ -301,6 +301,10 @@ memra_status memra_backend_cuda_init(memra_backend **out, int device, memra_erro
  * T = 1's; 0 for the prefill GEMMs, another backend or a build without CUDA
  * (`memra gate kernels` picks its invariance check by it). */
 int memra_backend_cuda_prefill_matvec(memra_backend *be, uint32_t type, int64_t in, int64_t n_out);
+/* 1 when the CUDA backend be stores the loaded weight w tile-major (its
+ * Q4_K and Q6_K matmul weights: the same blocks in another order, so its
+ * T < 16 matmuls take the int8 matvec); 0 otherwise, or without CUDA. */
+int memra_backend_cuda_weight_tm(memra_backend *be, const memra_weight *w);
 void memra_backend_free(memra_backend *be);
 
 /* Batch arrays for up to max_tokens tokens in max_seqs sequences: host arrays

@@ -78,17 +78,20 @@ memra_status cuda_fail(memra_backend *be, memra_status st, const char *fmt, ...)
 memra_status cuda_check(memra_backend *be, cudaError_t e, const char *what);
 #define CUDA_LAUNCHED(be, what) cuda_check((be), cudaGetLastError(), (what))
 
-/* ---- tile-major Q4_K weights ----
+/* ---- tile-major Q4_K and Q6_K weights ----
  *
- * What: c_weight_load (cuda.cu) stores a Q4_K matmul weight of n_out rows
- * (n_out % 16 == 0) and nsb = in / 256 super-blocks a row with block (row
- * 16 tau + i, super-block sb) at byte ((tau nsb + sb) 16 + i) 144, so each
- * 16-row tile's super-block is one 2,304-byte run. The blocks and their
- * bytes are the file's; only their order moves, so every kernel that reads
- * such a weight does the same arithmetic at other addresses and gives the
- * same bits.
+ * What: c_weight_load (cuda.cu) stores a Q4_K or Q6_K matmul weight of
+ * n_out rows (n_out % 16 == 0) and nsb = in / 256 super-blocks a row, with
+ * blocks of bb bytes (Q4_K 144, Q6_K 210), with block (row 16 tau + i,
+ * super-block sb) at byte ((tau nsb + sb) 16 + i) bb, so each 16-row tile's
+ * super-block is one run of 16 bb bytes (2,304; 3,360), 16-byte aligned. The
+ * blocks and their bytes are the file's; only their order moves, so every
+ * kernel that reads such a weight does the same arithmetic at other
+ * addresses and gives the same bits. (A Q6_K block starts 2-byte aligned
+ * either way: in the file at an odd super-block, tile-major at an odd row
+ * of its tile; its readers take the alignment from the address.)
  * Why: the int8 decode matvec reads a tile's super-block per warp and step.
- * In the file's layout those are 16 runs of 144 bytes, 1 row_bytes apart;
+ * In the file's layout those are 16 runs of bb bytes, 1 row_bytes apart;
  * tile-major, one run. bench/results/2026-12-03g-h200.md (section 2,
  * bench/kernels/mmvq_tm_lab.cu, H200, us per prep + matvec pair): the
  * production pair 16.2-16.6 / 15.3-15.9 / 24.9-25.2 / 29.5-30.5 us on
@@ -97,25 +100,45 @@ memra_status cuda_check(memra_backend *be, cudaError_t e, const char *what);
  * (the lab's k_cr<2, 1>, production's k_mmvq_tm in mmvq.cuh) 14.3 / 12.8 /
  * 21.6 / 28.5 us, 12-17% less on the first three; a ring of 4 takes the
  * last to 24.9 us. Every output memcmp-equal to the production pair's.
- * Which: Q4_K, in % 256 == 0, n_out % 16 == 0, one matrix (ne[2] == ne[3]
- * == 1), not an embedding table (embed reads rows: "token_embd", so also
- * a tied head), not moe.cu's expert or shared-expert weights ("_exps",
- * "_shexp"); MEMRA_TILED=0 in the environment keeps every weight in the
- * file's order. cuda_weight_tm says which weights are tile-major (a sorted
- * table of their device addresses, searched once per op launch on the
- * host, i.e. at graph capture). The kernels take it as a template
- * parameter TM (or mmv_args / mv_multi_args .tm) and address blocks with
- * the helpers below; rows start 16-byte aligned in either layout. */
+ * Q6_K (bench/results/2026-12-06g-h100.md, H100, the same lab): k_mmv6 31.6
+ * / 62.4 / 20.7 / 35.8 us on {12288, 4096} / {17408, 5120} / {4096, 8192} /
+ * {5120, 10240}; the int8 pair on the file's layout 28.3 / 60.4 / 19.0 /
+ * 32.3; its tile-major ring of 2 23.0 / 41.2 / 17.2 / 24.8 (a field-major
+ * form of the tile, every piece 8-byte aligned, 21.2 / 40.4 / 16.0 / 22.9:
+ * not taken, as every other Q6_K reader would have to change its
+ * arithmetic on the bytes, not only its addresses).
+ * Which: Q4_K or Q6_K, in % 256 == 0, n_out % 16 == 0, one matrix
+ * (ne[2] == ne[3] == 1), not an embedding table (embed reads rows:
+ * "token_embd", so also a tied head), not moe.cu's expert or shared-expert
+ * weights ("_exps", "_shexp"); for Q6_K also not the output head (k_mmv6b
+ * reads it at ~83% of copy) and only where the T < 16 matmuls take the int8
+ * path for it (matmul.cu: mmv6.cuh reads the file's order only).
+ * MEMRA_TILED=0 in the environment keeps every weight in the file's order.
+ * cuda_weight_tm says which weights are tile-major (a sorted table of their
+ * device addresses, searched once per op launch on the host, i.e. at graph
+ * capture). The kernels take it as a template parameter TM (or mmv_args /
+ * mv_multi_args .tm) and address blocks with the helpers below; rows start
+ * 16-byte aligned in either layout (Q6_K: 4-byte aligned in the file's). */
 #define Q4K_TM_SB 2304 /* one tile's super-block: 16 rows x 144 bytes */
+#define Q6K_TM_SB 3360 /* 16 rows x 210 bytes */
+
+/* A type's block bytes (Q4_K 144, else Q6_K 210: the two tile-major types) */
+__host__ __device__ static constexpr int64_t tm_bb(int type) { return type == MEMRA_TYPE_Q6_K ? 210 : 144; }
 
 /* Byte offset of row `row`'s super-block 0 from the weight's start: row
  * row_bytes in the file's layout; tile-major, its tile's start (16
- * row_bytes = nsb 2,304 bytes a tile) plus 144 (row % 16). A row's
- * super-block sb is q4k_sb_stride(tm) sb bytes further. */
-__host__ __device__ static inline int64_t q4k_row_off(size_t row_bytes, int64_t row, bool tm) {
-    return tm ? (row >> 4) * 16 * (int64_t)row_bytes + (row & 15) * 144 : row * (int64_t)row_bytes;
+ * row_bytes a tile) plus bb (row % 16). A row's super-block sb is
+ * tm_sb_stride(type, tm) sb bytes further. */
+__host__ __device__ static inline int64_t tm_row_off(int type, size_t row_bytes, int64_t row, bool tm) {
+    return tm ? (row >> 4) * 16 * (int64_t)row_bytes + (row & 15) * tm_bb(type) : row * (int64_t)row_bytes;
 }
-__host__ __device__ static constexpr int64_t q4k_sb_stride(bool tm) { return tm ? Q4K_TM_SB : 144; }
+__host__ __device__ static constexpr int64_t tm_sb_stride(int type, bool tm) {
+    return tm ? 16 * tm_bb(type) : tm_bb(type);
+}
+__host__ __device__ static inline int64_t q4k_row_off(size_t row_bytes, int64_t row, bool tm) {
+    return tm_row_off(MEMRA_TYPE_Q4_K, row_bytes, row, tm);
+}
+__host__ __device__ static constexpr int64_t q4k_sb_stride(bool tm) { return tm_sb_stride(MEMRA_TYPE_Q4_K, tm); }
 
 /* The address of block (row, sb) of the Q4_K weight W. */
 __host__ __device__ static inline const uint8_t *q4k_blk(const uint8_t *W, size_t row_bytes, int64_t row, int64_t sb,

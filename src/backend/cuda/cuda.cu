@@ -125,7 +125,7 @@ static memra_status c_zero(memra_backend *be, void *dst, size_t bytes) {
  *
  * A weight's bytes are the file's (no dequantized copy), plus 64 zeroed
  * bytes: the dequantizers' wide loads (dq_ld8) may read a few bytes past a
- * row's last block. Q4_K matmul weights are stored tile-major (common.cuh:
+ * row's last block. Q4_K and Q6_K matmul weights are stored tile-major (common.cuh:
  * the same blocks, reordered), recorded in c->tm by device address. */
 #define WEIGHT_PAD 64
 
@@ -133,31 +133,41 @@ static memra_status c_zero(memra_backend *be, void *dst, size_t bytes) {
  * decide what the shapes cannot: embedding tables ("token_embd", and any
  * "embd" / "embed": embed reads whole rows; a tied head is token_embd
  * itself, so it stays in the file's order too) and moe.cu's weights
- * ("_exps", "_shexp": its kernels read the file's order). An unnamed
- * weight stays as it is. */
+ * ("_exps", "_shexp": its kernels read the file's order); for Q6_K also
+ * the output head ("output", "output.weight") and row lengths whose T < 16
+ * matmuls would take mmv6 (cuda_q6_tiles). An unnamed weight stays as it
+ * is. */
 static int tm_wants(const memra_weight *w) {
     static int on = -1;
     if (!env_on("MEMRA_TILED", &on)) return 0;
-    if (w->type != MEMRA_TYPE_Q4_K || w->ne[0] <= 0 || w->ne[0] % 256 || w->ne[1] <= 0 || w->ne[1] % 16 ||
-        w->ne[2] != 1 || w->ne[3] != 1)
+    if ((w->type != MEMRA_TYPE_Q4_K && w->type != MEMRA_TYPE_Q6_K) || w->ne[0] <= 0 || w->ne[0] % 256 ||
+        w->ne[1] <= 0 || w->ne[1] % 16 || w->ne[2] != 1 || w->ne[3] != 1)
         return 0;
-    if (w->row_bytes != (uint64_t)(w->ne[0] / 256) * 144 || w->nbytes != w->row_bytes * (uint64_t)w->ne[1]) return 0;
+    if (w->row_bytes != (uint64_t)(w->ne[0] / 256) * (uint64_t)tm_bb((int)w->type) ||
+        w->nbytes != w->row_bytes * (uint64_t)w->ne[1])
+        return 0;
     const char *n = w->name;
-    return n && !strstr(n, "embd") && !strstr(n, "embed") && !strstr(n, "_exps") && !strstr(n, "_shexp");
+    if (!n || strstr(n, "embd") || strstr(n, "embed") || strstr(n, "_exps") || strstr(n, "_shexp")) return 0;
+    /* Q6_K: not the output head (k_mmv6b), and only where its T < 16 matmuls take the int8 matvec */
+    if (w->type == MEMRA_TYPE_Q6_K)
+        return strncmp(n, "output", 6) != 0 || (n[6] != '\0' && n[6] != '.') ? cuda_q6_tiles(w->ne[0]) : 0;
+    return 1;
 }
 
-/* Launch contract: grid ceil(n16 / 256), block 256; src (the file's order)
- * and dst (tile-major) n16 16-byte chunks, 16-byte aligned, rows of nsb
- * 144-byte blocks (9 chunks each), a multiple of 16 rows. Thread i writes
- * chunk i of dst: chunk c of block b = (tau nsb + sb) 16 + r, i.e. of row
- * 16 tau + r, super-block sb. */
-__global__ void __launch_bounds__(256) k_q4k_tile(const uint4 *__restrict__ src, uint4 *__restrict__ dst, int64_t nsb,
-                                                  int64_t n16) {
+/* Launch contract: grid ceil(n / 256), block 256; src (the file's order)
+ * and dst (tile-major) n units of U (Q4_K: 16-byte chunks, 9 a block;
+ * Q6_K: 2-byte halves, 105 a block: its 210-byte rows start only 2-byte
+ * aligned), rows of nsb blocks, a multiple of 16 rows. Thread i writes
+ * unit i of dst: unit c of block b = (tau nsb + sb) 16 + r, i.e. of row
+ * 16 tau + r, super-block sb. A load-time copy at device bandwidth. */
+template <class U, int N>
+__global__ void __launch_bounds__(256) k_tm_tile(const U *__restrict__ src, U *__restrict__ dst, int64_t nsb,
+                                                 int64_t n) {
     pdl_start();
     const int64_t i = (int64_t)blockIdx.x * 256 + threadIdx.x;
-    if (i >= n16) return;
-    const int64_t b = i / 9, c = i - 9 * b, r = b & 15, sb = (b >> 4) % nsb, tau = (b >> 4) / nsb;
-    dst[i] = src[((16 * tau + r) * nsb + sb) * 9 + c];
+    if (i >= n) return;
+    const int64_t b = i / N, c = i - N * b, r = b & 15, sb = (b >> 4) % nsb, tau = (b >> 4) / nsb;
+    dst[i] = src[((16 * tau + r) * nsb + sb) * N + c];
 }
 
 /* w's bytes into d tile-major: the file's order into a temporary device
@@ -177,9 +187,16 @@ static memra_status tm_upload(memra_backend *be, void *d, const memra_weight *w,
         cuda_check(be, cudaMemcpyAsync(tmp, w->host, (size_t)w->nbytes, cudaMemcpyHostToDevice, c->stream),
                    "weight_load: copy");
     if (!st) {
-        const int64_t n16 = (int64_t)(w->nbytes / 16);
-        cuda_launch(k_q4k_tile, (unsigned)((n16 + 255) / 256), 256, 0, c->stream, (const uint4 *)tmp, (uint4 *)d,
-                    w->ne[0] / 256, n16);
+        const int64_t nsb = w->ne[0] / 256;
+        if (w->type == MEMRA_TYPE_Q6_K) {
+            const int64_t n2 = (int64_t)(w->nbytes / 2);
+            cuda_launch(k_tm_tile<uint16_t, 105>, (unsigned)((n2 + 255) / 256), 256, 0, c->stream,
+                        (const uint16_t *)tmp, (uint16_t *)d, nsb, n2);
+        } else {
+            const int64_t n16 = (int64_t)(w->nbytes / 16);
+            cuda_launch(k_tm_tile<uint4, 9>, (unsigned)((n16 + 255) / 256), 256, 0, c->stream, (const uint4 *)tmp,
+                        (uint4 *)d, nsb, n16);
+        }
         st = CUDA_LAUNCHED(be, "weight_load: tile-major");
     }
     if (!st) st = cuda_check(be, cudaDeviceSynchronize(), "weight_load: tile-major sync"); /* and the pad's memset */
@@ -223,7 +240,7 @@ static void tm_del(cuda_impl *c, const void *p) {
 
 int cuda_weight_tm(memra_backend *be, const memra_weight *w) {
     const cuda_impl *c = cuda_of(be);
-    if (!w || !w->data || w->type != MEMRA_TYPE_Q4_K || !c->n_tm) return 0;
+    if (!w || !w->data || (w->type != MEMRA_TYPE_Q4_K && w->type != MEMRA_TYPE_Q6_K) || !c->n_tm) return 0;
     const int i = tm_lower(c, w->data);
     return i < c->n_tm && c->tm[i] == w->data;
 }

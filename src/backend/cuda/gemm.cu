@@ -40,7 +40,7 @@
  * on sm_90a, k_gemm_wg (wgmma), which does Q4_K too; see their sections
  * below.
  *
- * Tile-major Q4_K weights (common.cuh): k_gemm, k_gemm_wg and the narrow
+ * Tile-major Q4_K and Q6_K weights (common.cuh): k_gemm, k_gemm_wg and the narrow
  * path's matvec take TM = true and read the same blocks at their addresses
  * there (the same bits as in the file's layout). */
 #include <cuda.h> /* CUtensorMap and its enums (types only: the encoder is reached through cudart) */
@@ -181,7 +181,7 @@ __device__ __forceinline__ void g_zero(float (&acc)[4][4][4]) {
  * zeroed by selects, so the loop body has no branches and the compiler may
  * overlap the next step's loads with this step's MMAs. Warp w owns tokens
  * 64 (w / 4) .. + 64 x rows 32 (w % 4) .. + 32: 4 x 4 MMA tiles. TM: the
- * weight is tile-major (Q4_K only; wrow[r] at the row's super-block 0,
+ * weight is tile-major (Q4_K or Q6_K; wrow[r] at the row's super-block 0,
  * dq8_tm). */
 template <int TYPE, int NW, bool TM = false>
 __global__ void __launch_bounds__(256, 1)
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         wok[r] = r0 + wr + 64 * r < n_out;
-        wrow[r] = W + q4k_row_off(row_bytes, wok[r] ? r0 + wr + 64 * r : 0, TM);
+        wrow[r] = W + tm_row_off(TYPE, row_bytes, wok[r] ? r0 + wr + 64 * r : 0, TM);
     }
     float xs[4]; /* the staged tokens' scales s_t */
 #pragma unroll
@@ -777,8 +777,9 @@ __device__ __forceinline__ void ws_arrive(uint32_t bar) {
  * block z takes steps z nk / S .. (z + 1) nk / S - 1 (nk = in / 64, a
  * multiple of S, of 4 S for Q4_K and Q6_K) and writes its partial sums to y
  * + z T n_out (the caller passes accumulate = 0 and k_gemm_ksum adds them).
- * TM: the Q4_K weight is
- * tile-major (common.cuh): a row's super-block kt / 4 at q4k_blk.
+ * TM: the Q4_K or Q6_K weight
+ * is tile-major (common.cuh): a row's super-block kt / 4 at its tile-major
+ * address (q4k_blk; Q6_K: tm_row_off + Q6K_TM_SB (kt / 4)).
  * Q6_K runs at about half of Q4_K's rate (gemm_lab, H100, T = 512: 81-85
  * TFLOP/s useful at {17408, 5120}, S = 4, against 145 for Q4_K; 2026-12-06c
  * runs 4-5): its four 16-column groups a step each end in a readback of the
@@ -853,6 +854,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                 if (Q6K) { /* quarter q = kt % 4 of super-block kt / 4: ql[64 (q / 2) ..] (chunks 0-4), qh[32 (q / 2)
                             * ..] (5-7), the tail from byte 192 (8-9), each from the 16-byte boundary below */
                     const uint8_t *b = w + 210 * (kt >> 2);
+                    if constexpr (TM)
+                        b = W + tm_row_off(TYPE, row_bytes, r0 + row < n_out ? r0 + row : 0, true) +
+                            Q6K_TM_SB * (kt >> 2);
                     const int n = (int)(kt >> 1) & 1, rc = ch < 5 ? ch : ch < 8 ? ch - 5 : ch - 8;
                     const uint8_t *run = ch < 5 ? b + 64 * n : ch < 8 ? b + 128 + 32 * n : b + 192;
                     mmv_cp16(raw, (const uint8_t *)((uintptr_t)run & ~(uintptr_t)15) + 16 * rc);
@@ -885,7 +889,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             if (Q6K) {
                 /* the three runs sit at one offset o from their 16-byte boundaries (64 n, 128 + 32 n, 192 are
                  * multiples of 16); o is even (210 and the row bytes are) */
-                const int q = (int)(kt & 3), hs = q & 1, o = (int)((uintptr_t)(wrow + 210 * (kt >> 2)) & 15);
+                const int q = (int)(kt & 3), hs = q & 1;
+                int o = (int)((uintptr_t)(wrow + 210 * (kt >> 2)) & 15);
+                if constexpr (TM) /* tiles and tile super-blocks start 16-byte aligned: the row's place in its tile */
+                    o = (int)((((wok ? r0 + i : 0) & 15) * 210) & 15);
                 const uint32_t *rq = (const uint32_t *)raw, *rh = (const uint32_t *)(raw + 80),
                                *rt = (const uint32_t *)(raw + 128);
                 auto w32 = [&](const uint32_t *r, int off) { /* the 4 bytes at byte off (even) of a run */
@@ -1173,11 +1180,11 @@ static cudaError_t launch_gemm_tm(const uint8_t *W, size_t rb, int64_t in, int64
     return cudaSuccess;
 }
 
-/* tm: the weight is tile-major (Q4_K only) */
+/* tm: the weight is tile-major (Q4_K or Q6_K) */
 template <int TYPE, int NW>
 static cudaError_t launch_gemm(const uint8_t *W, size_t rb, int64_t in, int64_t n_out, const float *x,
                                const float *xscale, float *y, int64_t T, int accumulate, cudaStream_t s, int tm) {
-    if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+    if constexpr (TYPE == MEMRA_TYPE_Q4_K || TYPE == MEMRA_TYPE_Q6_K)
         if (tm) return launch_gemm_tm<TYPE, NW, true>(W, rb, in, n_out, x, xscale, y, T, accumulate, s);
     return launch_gemm_tm<TYPE, NW, false>(W, rb, in, n_out, x, xscale, y, T, accumulate, s);
 }
@@ -1502,7 +1509,9 @@ static memra_status gemm_wg_typed(memra_backend *be, const memra_weight *w, cons
     const uint8_t *W = (const uint8_t *)w->data, *W2 = w2 ? (const uint8_t *)w2->data : NULL;
     switch (w->type) {
     case MEMRA_TYPE_Q6_K:
-        return gemm_wg_run<MEMRA_TYPE_Q6_K, false>(be, W, rb, in, n_out, x, y, T, accumulate, W2, n2, y2);
+        return cuda_weight_tm(be, w)
+                   ? gemm_wg_run<MEMRA_TYPE_Q6_K, true>(be, W, rb, in, n_out, x, y, T, accumulate, W2, n2, y2)
+                   : gemm_wg_run<MEMRA_TYPE_Q6_K, false>(be, W, rb, in, n_out, x, y, T, accumulate, W2, n2, y2);
     case MEMRA_TYPE_Q4_K:
         return cuda_weight_tm(be, w)
                    ? gemm_wg_run<MEMRA_TYPE_Q4_K, true>(be, W, rb, in, n_out, x, y, T, accumulate, W2, n2, y2)

@@ -98,29 +98,43 @@ static int mmv6_use(uint32_t type, int64_t in) {
     return env_on("MEMRA_MMV", &on) && env_on("MEMRA_MMV6", &on6) && mmv6_type_ok(type, in);
 }
 
-/* Q6_K rows on mmvq.cuh's int8 pipeline at T < 16 (path 5), only under
- * MEMRA_MMVQ6=1. It passes `memra gate kernels` on the H200 but does not
- * beat mmv6 (bench/results/2026-12-03f-h200.md, decode tok/s): 9b q4_k_m
- * 291-295 against 292-294, 27b 105.0 against 105.2 (254 and 94 with two
- * tiles per warp). Rows whose planes do not fit the backend's buffer keep
- * mmv6. */
-static int mmvq6_use(uint32_t type, int64_t in, int64_t T) {
-    static int on = -1;
-    if (type != MEMRA_TYPE_Q6_K || in % 256 || T <= 0 || T >= MM_TC_MIN_T || !mmvq_fits(T, in)) return 0;
-    if (on < 0) {
+/* Which Q6_K rows take mmvq.cuh's int8 pipeline at T < 16 (path 5):
+ * MEMRA_MMVQ6 unset: the tile-major ones (c_weight_load tiles a Q6_K weight
+ * only where this path takes it: cuda_q6_tiles); =1: every Q6_K row of a
+ * multiple of 256; =0: none (then no Q6_K weight is tiled). On the file's
+ * layout the int8 pair did not beat mmv6 (2026-12-03f-h200.md, decode
+ * tok/s: 9b q4_k_m 291-295 against 292-294, 27b 105.0 against 105.2);
+ * tile-major, through k_mmvq_tm's ring, it does (common.cuh). MEMRA_MMV=0
+ * turns it off with the other tensor-core matvecs. Rows whose planes do
+ * not fit the backend's buffer keep mmv6 (never tiled). */
+static int mmvq6_mode(void) {
+    static int mode = -1;
+    if (mode < 0) {
         const char *e = getenv("MEMRA_MMVQ6");
-        on = e && strcmp(e, "1") == 0;
+        mode = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "1") ? 2 : 1;
     }
-    return on;
+    return mode;
 }
 
-/* The tensor-core matvec path of a T < 16 matmul: 1 (Q4_K), 5 (Q6_K, int8,
- * MEMRA_MMVQ6=1), 3 (Q6_K, fp16), 0 = none (k_matvec_multi). */
-static int mv_path(uint32_t type, int64_t in, int64_t T) {
-    return mmv_use(type, in)            ? 1
-           : mmvq6_use(type, in, T)     ? 5
-           : mmv6_use(type, in)         ? 3
-                                        : 0;
+static int mmvq6_use(uint32_t type, int64_t in, int64_t T, int tm) {
+    static int on = -1;
+    if (type != MEMRA_TYPE_Q6_K || in % 256 || T <= 0 || T >= MM_TC_MIN_T || !mmvq_fits(T, in) ||
+        !env_on("MEMRA_MMV", &on))
+        return 0;
+    const int mode = mmvq6_mode();
+    return mode == 2 || (mode == 1 && tm);
+}
+
+int cuda_q6_tiles(int64_t in) { return mmvq6_use(MEMRA_TYPE_Q6_K, in, MM_TC_MIN_T - 1, 1); }
+
+/* The tensor-core matvec path of a T < 16 matmul: 1 (Q4_K), 5 (Q6_K, int8),
+ * 3 (Q6_K, fp16: the file's layout only), 0 = none (k_matvec_multi). tm:
+ * the weight is tile-major. */
+static int mv_path(uint32_t type, int64_t in, int64_t T, int tm) {
+    return mmv_use(type, in)             ? 1
+           : mmvq6_use(type, in, T, tm)  ? 5
+           : !tm && mmv6_use(type, in)   ? 3
+                                         : 0;
 }
 
 /* The tensor-core matvec path of a T >= 16 matmul: 1 = mmvg.cuh's Q4_K
@@ -151,13 +165,27 @@ extern "C" int memra_backend_cuda_prefill_matvec(memra_backend *be, uint32_t typ
     return be && be->ops && be->ops->matmul == cuda_op_matmul && mmvg_path(be, type, in, n_out) != 0;
 }
 
+extern "C" int memra_backend_cuda_weight_tm(memra_backend *be, const memra_weight *w) {
+    return be && be->ops && be->ops->matmul == cuda_op_matmul && cuda_weight_tm(be, w);
+}
+
+/* Whether a T < 16 launch of path 1 runs the int8 matvec (mmvq.cuh: its
+ * prep, then the matvec) rather than mmv.cuh's fp16 one. */
+static int mmvq_takes(int64_t T, int64_t in) {
+    static int q_on = -1;
+    return env_on("MEMRA_MMVQ", &q_on) && mmvq_fits(T, in);
+}
+
 /* A tensor-core matvec launch (path 1: mmv.cuh / mmvq.cuh, Q4_K; path 3:
  * mmv6.cuh, Q6_K; path 5: mmvq.cuh, Q6_K, T < 16) of the n
  * weights in a, with the input norm when given, on stream st (the
- * backend's, or its side stream for matmul_multi's side branch). */
+ * backend's, or its side stream for matmul_multi's side branch). prep = 0:
+ * the int8 matvec's planes of this x are in cuda_impl.mq already
+ * (matmul_multi's shared prep), so only the matvec is launched. */
 static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm,
-                           cudaStream_t st) {
+                           cudaStream_t st, int prep = 1) {
     if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
+    if (path == 3 && a->tm) return CUDA_INVALID(be, "matmul: mmv6 reads the file's layout, not tile-major Q6_K");
     if (a->T >= MM_TC_MIN_T) {
         const uint32_t td = path == 3 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
         memra_status rs = cuda_xs_reserve(be, mmvg_ws_bytes(td, a->T, a->in));
@@ -170,13 +198,15 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
         return CUDA_LAUNCHED(be, "matmul: mmv6");
     }
     mmv_blocks(a, n);
-    if (path == 5)
-        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q6_K, *a, cuda_of(be)->mq, st, cuda_sm90, cuda_of(be)->sm_count),
-                          "matmul: mmvq q6_k");
-    static int q_on = -1;
-    if (env_on("MEMRA_MMVQ", &q_on) && mmvq_fits(a->T, a->in))
-        return cuda_check(be, mmvq_launch(MEMRA_TYPE_Q4_K, *a, cuda_of(be)->mq, st, cuda_sm90, cuda_of(be)->sm_count),
-                          "matmul: mmvq");
+    cuda_impl *c = cuda_of(be);
+    if (path == 5 || mmvq_takes(a->T, a->in)) {
+        const uint32_t type = path == 5 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
+        const cudaError_t e = prep ? mmvq_launch(type, *a, c->mq, st, cuda_sm90, c->sm_count)
+                              : type == MEMRA_TYPE_Q6_K
+                                  ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(*a, c->mq, st, cuda_sm90, c->sm_count)
+                                  : mmvq_launch_t<MEMRA_TYPE_Q4_K>(*a, c->mq, st, cuda_sm90, c->sm_count);
+        return cuda_check(be, e, path == 5 ? "matmul: mmvq q6_k" : "matmul: mmvq");
+    }
     mmv_launch(*a, st);
     return CUDA_LAUNCHED(be, "matmul: mmv");
 }
@@ -188,17 +218,18 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
     int64_t in = w->ne[0], n_out = w->ne[1];
     size_t rb = w->row_bytes;
     if (T >= MM_TC_MIN_T && !mmvg_path(be, w->type, in, n_out)) return cuda_gemm_tc(be, w, x, y, T, accumulate);
-    const int path = mv_path(w->type, in, T);
+    const int tm = cuda_weight_tm(be, w);
+    const int path = mv_path(w->type, in, T, tm);
     if (path) {
         mmv_args a = {};
         a.x = x;
         a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
-        a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate, a.tm = cuda_weight_tm(be, w);
+        a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate, a.tm = tm;
         return tc_run(be, path, &a, 1, NULL, cuda_of(be)->stream);
     }
     mv_multi_args a = {};
     a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
-    a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate, a.tm = cuda_weight_tm(be, w);
+    a.row_bytes = rb, a.in = in, a.T = T, a.accumulate = accumulate, a.tm = tm;
     return matvec_multi_run(be, w->type, a, 1, false, x);
 }
 
@@ -239,8 +270,9 @@ static memra_status norm_to_ws(memra_backend *be, const memra_norm *norm, const 
 /* ---- the side branch ----
  *
  * What: in a T < 16 matmul_multi whose weights take more than one launch
- * group, the fp16 Q6_K group (path 3, mmv6.cuh) runs on a second stream
- * beside the others (the stream's prep + int8 matvec): forked from the
+ * group, the Q6_K group (path 3, mmv6.cuh; or path 5, the int8 matvec on
+ * tile-major Q6_K) runs on a second stream beside the others (the stream's
+ * prep + int8 matvec): forked from the
  * stream before the call's first launch, joined back after its last, so in
  * a captured graph it is a parallel branch. Where: the Q4_K_M files' GDN
  * input projections (qkv Q6_K in half the layers; z, beta, alpha Q4_K) and
@@ -253,18 +285,20 @@ static memra_status norm_to_ws(memra_backend *be, const memra_norm *norm, const 
  * 309.8 / 306.1 -> 315.7 / 315.4 (+2.5%), 35b-a3b q4_k_m 412.7 / 411.0 ->
  * 426.6 / 423.7 (+3.2%); logits memcmp-equal (memra eval, 70 tokens).
  * Bits: the same kernels on the same data; only start times move. Only
- * when every group is a tensor-core matvec (paths 1 and 3, which take the
+ * when every group is a tensor-core matvec (paths 1, 3 and 5, which take the
  * norm in their kernels, so x is never the workspace): mmv6's decode
  * kernels use no global scratch, the stream's groups cuda_impl.mq only, so
- * the branches share nothing but x.
+ * the branches share nothing but x. With path 5 on the side, both int8
+ * groups read cuda_impl.mq: its planes come from one prep launched on the
+ * stream before the fork, and neither group writes it.
  * MEMRA_FORK=0 keeps every group on the stream (A/B). */
 static int side_branch(const int *fused, int n, int64_t T) {
     static int on = -1;
     if (T >= MM_TC_MIN_T || !env_on("MEMRA_FORK", &on)) return 0;
     int side = 0, other = 0;
     for (int i = 0; i < n; i++) {
-        if (fused[i] != 1 && fused[i] != 3) return 0; /* others may read the workspace (norm_to_ws) */
-        if (fused[i] == 3) side = 1;
+        if (fused[i] != 1 && fused[i] != 3 && fused[i] != 5) return 0; /* others may read the workspace */
+        if (fused[i] != 1) side = 1;
         else other = 1;
     }
     return side && other;
@@ -272,7 +306,7 @@ static int side_branch(const int *fused, int n, int64_t T) {
 
 static memra_status multi_groups(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
                                  const float *x, int64_t T, const memra_norm *norm, int *fused, const int *tm,
-                                 int only);
+                                 int only, int prep);
 
 /* y_i = W_i x: at T < 16 one launch per distinct type and path (all
  * weights of a type in one grid: mmv for the tensor-core types, k_matvec_multi
@@ -293,7 +327,7 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
         if (T >= MM_TC_MIN_T) /* mmvg (path 1, 3) or the GEMM alone */
             fused[i] = w[i]->ne[0] == w[0]->ne[0] ? mmvg_path(be, w[i]->type, w[i]->ne[0], w[i]->ne[1]) : 0;
         else if (T > 0 && w[i]->ne[0] == w[0]->ne[0]) {
-            const int path = mv_path(w[i]->type, w[i]->ne[0], T);
+            const int path = mv_path(w[i]->type, w[i]->ne[0], T, tm[i]);
             fused[i] = path ? path : 2;
         } else {
             fused[i] = 0;
@@ -316,11 +350,22 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
         if ((nst = norm_to_ws(be, norm, x, w[0]->ne[0], T, 0, &xn))) return nst;
         x = xn, norm = NULL;
     }
-    /* the fp16 Q6_K groups beside the others (side_branch) */
+    /* the Q6_K groups beside the others (side_branch); an int8 Q6_K group (path 5) beside the Q4_K int8 one
+     * reads the planes of one prep, launched on the stream before the fork (the same x, norm and T: the same
+     * planes), since the two share cuda_impl.mq */
     const int fork = side_branch(fused, n, T);
-    memra_status st = fork ? cuda_side_fork(be) : MEMRA_OK;
+    int shared_prep = 0;
+    for (int i = 0; fork && i < n; i++) shared_prep |= fused[i] == 5;
+    shared_prep = shared_prep && mmvq_takes(T, w[0]->ne[0]);
+    memra_status st = MEMRA_OK;
+    if (shared_prep) {
+        mmvq_prep_launch(x, norm ? (const float *)norm->w->data : NULL, norm ? norm->eps : 0.0f, w[0]->ne[0], (int)T,
+                         cuda_of(be)->mq, cuda_of(be)->stream);
+        st = CUDA_LAUNCHED(be, "matmul_multi: int8 prep");
+    }
+    if (!st && fork) st = cuda_side_fork(be);
     for (int pass = 0; !st && pass < 1 + fork; pass++)
-        st = multi_groups(be, n, w, y, x, T, norm, fused, tm, fork ? pass + 1 : 0);
+        st = multi_groups(be, n, w, y, x, T, norm, fused, tm, fork ? pass + 1 : 0, !shared_prep);
     if (fork) {
         memra_status sj = cuda_side_join(be); /* always: a capture must not end with the branch open */
         if (!st) st = sj;
@@ -330,14 +375,14 @@ memra_status cuda_op_matmul_multi(memra_backend *be, int n, const memra_weight *
 
 /* The launches of matmul_multi's groups (fused[] as it sets them; a group's
  * first weight takes the others of its path, type and layout, which become
- * -1). only: 0 every group on the stream, 1 all but the side branch's (path
- * 3), 2 only those, on the side stream. */
+ * -1). only: 0 every group on the stream, 1 all but the side branch's (paths
+ * 3 and 5), 2 only those, on the side stream. prep: as tc_run's. */
 static memra_status multi_groups(memra_backend *be, int n, const memra_weight *const *w, float *const *y,
                                  const float *x, int64_t T, const memra_norm *norm, int *fused, const int *tm,
-                                 int only) {
+                                 int only, int prep) {
     for (int i = 0; i < n; i++) {
         if (fused[i] < 0) continue; /* launched with an earlier weight of its type */
-        if (only && (fused[i] == 3) != (only == 2)) continue;
+        if (only && (fused[i] == 3 || fused[i] == 5) != (only == 2)) continue;
         if (!fused[i]) {
             /* two GEMM weights of one type and row length (27b's GDN qkv and z) share a launch and x's split
              * (cuda_gemm_tc_pair: the same bits where their joint grid takes the K split they took apart) */
@@ -366,7 +411,7 @@ static memra_status multi_groups(memra_backend *be, int n, const memra_weight *c
             mmv_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
             a.x = x, a.row_bytes = w[i]->row_bytes, a.in = w[i]->ne[0], a.T = (int)T, a.tm = tm[i];
-            st = tc_run(be, path, &a, m, norm, only == 2 ? cuda_of(be)->side : cuda_of(be)->stream);
+            st = tc_run(be, path, &a, m, norm, only == 2 ? cuda_of(be)->side : cuda_of(be)->stream, prep);
         } else {
             mv_multi_args a = {};
             for (int k = 0; k < m; k++) a.W[k] = W[k], a.n_out[k] = n_out[k], a.y[k] = yk[k];
@@ -401,7 +446,7 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
     const int tm = cuda_weight_tm(be, gate), same = gate->type == up->type && tm == cuda_weight_tm(be, up);
     /* the one-launch swiglu of the int8 and Q4_K paths (1; 5: T < 16) */
     const int path = !same                   ? 0
-                     : T < MM_TC_MIN_T       ? mv_path(gate->type, in, T)
+                     : T < MM_TC_MIN_T       ? mv_path(gate->type, in, T, tm)
                      : mmvg_path(be, gate->type, in, n);
     if (path == 1 || path == 5) {
         mmv_args a = {};

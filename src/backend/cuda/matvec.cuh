@@ -18,9 +18,9 @@
  * give the same bits. The T = 1 path is issue-bound for the quantized types
  * (~4 instructions per weight with fp32 activations; bench/results/matvec.md).
  *
- * Tile-major Q4_K weights (common.cuh; TM = true): rows[r] points at the
- * row's super-block 0 and its super-block g / 8 is g / 8 2,304 bytes
- * further (dq8_tm): the same dq8 on the same bytes.
+ * Tile-major Q4_K and Q6_K weights (common.cuh; TM = true): rows[r] points
+ * at the row's super-block 0 and its super-block g / 8 is g / 8 2,304
+ * (3,360) bytes further (dq8_tm): the same dq8 on the same bytes.
  *
  * Contract: x rows 16-byte aligned, x_stride a multiple of 4 floats, the row
  * length a multiple of 32 (of the type's block size for the bigger blocks). */
@@ -31,13 +31,13 @@
 #include "backend/cuda/quant.cuh"
 
 /* dq8 of group g of a row starting at row: in the file's layout, or (TM,
- * Q4_K only) tile-major, where the row's super-block g / 8 lies at row +
- * (g / 8) Q4K_TM_SB. */
+ * Q4_K or Q6_K) tile-major, where the row's super-block g / 8 lies at row +
+ * (g / 8) tm_sb_stride. */
 template <int TYPE, bool TM>
 __device__ __forceinline__ void dq8_tm(const uint8_t *__restrict__ row, int64_t g, int q, float *v) {
-    static_assert(!TM || TYPE == MEMRA_TYPE_Q4_K, "tile-major weights are Q4_K");
+    static_assert(!TM || TYPE == MEMRA_TYPE_Q4_K || TYPE == MEMRA_TYPE_Q6_K, "tile-major weights are Q4_K or Q6_K");
     if constexpr (TM)
-        dq8<TYPE>(row + (g >> 3) * Q4K_TM_SB, g & 7, q, v);
+        dq8<TYPE>(row + (g >> 3) * tm_sb_stride(TYPE, true), g & 7, q, v);
     else
         dq8<TYPE>(row, g, q, v);
 }
@@ -158,14 +158,14 @@ struct mv_multi_args {
     size_t row_bytes;
     int64_t in, T;
     int accumulate;
-    int tm; /* 1: every W is tile-major Q4_K (common.cuh) */
+    int tm; /* 1: every W is tile-major Q4_K or Q6_K (common.cuh) */
 };
 
 /* Launch contract: grid (blk0[4], ceil(T / NT)), block 32 * WARPS, W rows
  * row_bytes apart and 16-byte aligned (cudaMalloc; the Q4_K/Q5_K/IQ4_XS/
  * NVFP4/Q2_K decoders use aligned wide loads); x rows `in` floats apart,
  * 16-byte aligned; in % 32 == 0 (the type's block size). TM: the weights
- * are tile-major (Q4_K, a.tm). */
+ * are tile-major (Q4_K or Q6_K, a.tm). */
 template <int TYPE, int NT, int R, int WARPS, int U, bool SWIGLU, bool TM = false>
 __global__ void __launch_bounds__(32 * WARPS) k_matvec_multi(mv_multi_args a, const float *__restrict__ x) {
     pdl_start();
@@ -180,8 +180,8 @@ __global__ void __launch_bounds__(32 * WARPS) k_matvec_multi(mv_multi_args a, co
     const uint8_t *rows[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
-        rows[r] = SWIGLU ? a.W[r] + q4k_row_off(a.row_bytes, row0, TM)
-                         : a.W[wi] + q4k_row_off(a.row_bytes, min(row0 + r, n_out - 1), TM);
+        rows[r] = SWIGLU ? a.W[r] + tm_row_off(TYPE, a.row_bytes, row0, TM)
+                         : a.W[wi] + tm_row_off(TYPE, a.row_bytes, min(row0 + r, n_out - 1), TM);
     float res[NT][R];
     warp_rows_dot<TYPE, NT, R, U, TM>(rows, a.in / 32, x + t0 * a.in, a.in, nt, res);
     if ((threadIdx.x & 31) != 0) return;
@@ -249,7 +249,7 @@ static void launch_matvec_multi_tm(mv_multi_args a, int n, bool swiglu, const fl
 
 template <int TYPE, int NT>
 static void launch_matvec_multi(const mv_multi_args &a, int n, bool swiglu, const float *x, cudaStream_t s) {
-    if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+    if constexpr (TYPE == MEMRA_TYPE_Q4_K || TYPE == MEMRA_TYPE_Q6_K)
         if (a.tm) return launch_matvec_multi_tm<TYPE, NT, true>(a, n, swiglu, x, s);
     launch_matvec_multi_tm<TYPE, NT, false>(a, n, swiglu, x, s);
 }

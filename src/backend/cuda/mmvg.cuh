@@ -24,8 +24,10 @@
  * k_mmv6g is the same for Q6_K (mmv6_sb, one call per 16-row tile; no
  * swiglu: k_mmv6 has none).
  *
- * Tile-major Q4_K weights (common.cuh): k_mmvg<.., TM = true> loads the
- * same blocks from their addresses there (the same bits).
+ * Tile-major Q4_K and Q6_K weights (common.cuh): k_mmvg<.., TM = true> and
+ * k_mmv6g<.., TM = true> load the same blocks from their addresses there
+ * (the same bits). A tile-major Q6_K row at T < 16 takes the int8 matvec
+ * (matmul.cu), whose bits differ from mmv6's and so from these.
  *
  * Grid: x = token tiles (consecutive blocks share weight rows: the rows
  * come from DRAM once and then from L2), y = row blocks (mmv_blocks with MMVG_W warps a block). */
@@ -166,8 +168,9 @@ __device__ __forceinline__ void mmvg_q4k_pair(int nsb, int ks, int64_t NR, int t
         });
 }
 
-/* The same for two Q6_K 16-row tiles (mmv6_sb per tile). */
-template <int NG, int W>
+/* The same for two Q6_K 16-row tiles (mmv6_sb per tile). TM: tile-major,
+ * super-blocks Q6K_TM_SB apart, a block's alignment from its address. */
+template <int NG, int W, bool TM = false>
 __device__ __forceinline__ void mmvg_q6k_pair(int nsb, int ks, int64_t NR, int t0, const int32_t *ro, int cnt,
                                               const uint32_t *__restrict__ xs, const float *__restrict__ xsinv,
                                               uint32_t (*stg)[4 * NG * MMV6_TS], const uint8_t *const (&rows)[2][2],
@@ -181,7 +184,14 @@ __device__ __forceinline__ void mmvg_q6k_pair(int nsb, int ks, int64_t NR, int t
 #pragma unroll
                 for (int tl = 0; tl < 2; tl++)
 #pragma unroll
-                    for (int r = 0; r < 2; r++) mmv6_load(cur[tl][r], rows[tl][r] + (int64_t)c * 210, tig, (c & 1) == 0);
+                    for (int r = 0; r < 2; r++) {
+                        if constexpr (TM) {
+                            const uint8_t *b = rows[tl][r] + (int64_t)c * Q6K_TM_SB;
+                            mmv6_load(cur[tl][r], b, tig, ((uintptr_t)b & 2) == 0);
+                        } else {
+                            mmv6_load(cur[tl][r], rows[tl][r] + (int64_t)c * 210, tig, (c & 1) == 0);
+                        }
+                    }
         },
         [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
             if (live)
@@ -248,8 +258,9 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmvg(mmv_args a, const uint32_t *
 
 /* Launch contract: grid (ceil(T / (4 NG)), sum of ceil(n_out[i] / (32 W))),
  * block 32 W; xs, xsinv from k_mmvg_prep<Q6_K>; mmv6.cuh's contract
- * otherwise (in % 512 == 0), swiglu = 0. Warp: two 16-row tiles. */
-template <int NG, int W>
+ * otherwise (in % 512 == 0), swiglu = 0. Warp: two 16-row tiles. TM: the
+ * weights are tile-major (a.tm). */
+template <int NG, int W, bool TM = false>
 __global__ void __launch_bounds__(32 * W, 2) k_mmv6g(mmv_args a, const uint32_t *__restrict__ xs,
                                                     const float *__restrict__ xsinv) {
     constexpr int G = 4 * NG;
@@ -265,12 +276,13 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmv6g(mmv_args a, const uint32_t 
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int64_t row = tile0 + 16 * tl + gid + 8 * r;
-            rows[tl][r] = a.W[wi] + (row < nrow ? row : nrow - 1) * (int64_t)a.row_bytes;
+            rows[tl][r] = a.W[wi] + (TM ? tm_row_off(MEMRA_TYPE_Q6_K, a.row_bytes, row < nrow ? row : nrow - 1, true)
+                                        : (row < nrow ? row : nrow - 1) * (int64_t)a.row_bytes);
         }
     const bool live = tile0 < nrow;
     float tot[2][NG][2];
     const int nsb = (int)(a.in / 256);
-    mmvg_q6k_pair<NG, W>(nsb, mmv_ks(nsb), a.T, t0, nullptr, cnt, xs, xsinv, stg, rows, live, tot);
+    mmvg_q6k_pair<NG, W, TM>(nsb, mmv_ks(nsb), a.T, t0, nullptr, cnt, xs, xsinv, stg, rows, live, tot);
     if (!live) return;
 #pragma unroll
     for (int g = 0; g < NG; g++) {
@@ -309,7 +321,12 @@ static inline void mmvg_launch(mmv_args a, int n, int path, void *ws, cudaStream
     } else {
         cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q6_K>, (unsigned)a.T, 32u * MMVG_PREP_W, 0, s, a.x, a.in, a.T, a.nw, a.eps,
                     xs, xsinv);
-        cuda_launch(k_mmv6g<MMVG_NG, MMVG_W>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs, (const float *)xsinv);
+        if (a.tm)
+            cuda_launch(k_mmv6g<MMVG_NG, MMVG_W, true>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs,
+                        (const float *)xsinv);
+        else
+            cuda_launch(k_mmv6g<MMVG_NG, MMVG_W>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs,
+                        (const float *)xsinv);
     }
 }
 

@@ -38,14 +38,16 @@
  * block); mmvq_tl has the measurements.
  *
  * Q6_K rows (mmvq_raw6, mmvq_sb6: q - 32 as s8, two MMAs per sub-block for
- * its 16-element scales) use the same prep and epilogue. They pass the
- * gates on the H200 but are not faster than mmv6.cuh, so matmul.cu takes
- * them only under MEMRA_MMVQ6=1. (A Q8_0 variant, the int8 weights as A,
- * was 30% slower than k_matvec_multi and was removed: bench/results/
- * 2026-12-03f-h200.md.)
+ * its 16-element scales) use the same prep and epilogue. On the file's
+ * layout they are not faster than mmv6.cuh (H200), so matmul.cu takes
+ * them there only under MEMRA_MMVQ6=1; tile-major, through k_mmvq_tm's
+ * ring, they are (common.cuh), and matmul.cu takes every tile-major Q6_K
+ * row. (A Q8_0 variant, the int8 weights as A, was 30% slower than
+ * k_matvec_multi and was removed: bench/results/2026-12-03f-h200.md.)
  *
- * Tile-major Q4_K weights (common.cuh) take k_mmvq_tm below: k_mmvq's
- * work and bits, the weight bytes through a per-warp cp.async ring.
+ * Tile-major Q4_K and Q6_K weights (common.cuh) take k_mmvq_tm below:
+ * k_mmvq's work and bits, the weight bytes through a per-warp cp.async
+ * ring.
  *
  * Contract: in % 256 == 0, rows 16-byte aligned for Q4_K (so are its
  * 144-byte blocks), 2-byte for Q6_K, x and
@@ -428,6 +430,30 @@ struct mmvq_raw6 {
             d[r] = __ldg((const unsigned short *)(b[r] + 208));
         }
     }
+    /* the same from a ring slot of 16 rows with their 210-byte blocks intact
+     * (k_mmvq_tm: row i at 210 i, 2-byte aligned where i is odd): aligned
+     * words, funnel-shifted by the row's offset, as mmvq_ld8 does */
+    __device__ __forceinline__ void load_sh(const uint8_t *slot, int g, int t) {
+        auto ld8 = [&](int o) {
+            const uint32_t *w = (const uint32_t *)(slot + (o & ~3));
+            const uint32_t sh = (uint32_t)(o & 2) * 8u, u0 = w[0], u1 = w[1], u2 = w[2];
+            return make_uint2(__funnelshift_r(u0, u1, sh), __funnelshift_r(u1, u2, sh));
+        };
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int b = 210 * (g + 8 * r);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+#pragma unroll
+                for (int c = 0; c < 2; c++) ql[r][h][c] = ld8(b + 64 * h + 32 * c + 8 * t);
+                qh[r][h] = ld8(b + 128 + 32 * h + 8 * t);
+            }
+            const int o = b + 192 + 4 * t;
+            const uint32_t *w = (const uint32_t *)(slot + (o & ~3));
+            sc[r] = __funnelshift_r(w[0], w[1], (uint32_t)(o & 2) * 8u);
+            d[r] = *(const unsigned short *)(slot + b + 208);
+        }
+    }
 };
 
 /* The s8 values q - 32 of one word of 6-bit codes (bytes in 0..63): q ^ 32
@@ -664,7 +690,7 @@ static inline void mmvq_blocks1(mmv_args *a) {
     a->blk0[4] = b;
 }
 
-/* ---- k_mmvq_tm: tile-major Q4_K weights through a per-warp cp.async ring ----
+/* ---- k_mmvq_tm: tile-major Q4_K and Q6_K weights through a per-warp cp.async ring ----
  *
  * What: k_mmvq for the tile-major layout (common.cuh): the same block and
  * warp layout (the same tiles, the same super-block range per warp), the
@@ -712,9 +738,9 @@ static inline int mmvq_tm_d(int nsb, int ks, int tl) {
 /* Bytes of one warp's ring, and k_mmvq_tm's dynamic shared memory: the
  * rings, then mmvq_finish's partials (apart: a warp may still read its ring
  * while another writes its partials). */
-__host__ __device__ static constexpr int mmvq_tm_warp_bytes(int d, int tl) { return d * tl * Q4K_TM_SB; }
-static inline size_t mmvq_tm_smem_bytes(int d, int np, int tl, int ks) {
-    return (size_t)ks * mmvq_tm_warp_bytes(d, tl) + mmvq_smem_bytes(np, tl, ks);
+__host__ __device__ static constexpr int mmvq_tm_warp_bytes(int d, int tl, int sbb = Q4K_TM_SB) { return d * tl * sbb; }
+static inline size_t mmvq_tm_smem_bytes(int d, int np, int tl, int ks, int sbb = Q4K_TM_SB) {
+    return (size_t)ks * mmvq_tm_warp_bytes(d, tl, sbb) + mmvq_smem_bytes(np, tl, ks);
 }
 
 /* The block's tiles as mmvq_tiles sets them (rbase, nrow, the return
@@ -737,24 +763,24 @@ __device__ __forceinline__ int mmvq_tile_rows(const mmv_args &a, int64_t (&rbase
 
 /* mmvq_tiles for tile-major weights: hb[tl][h], the super-block-0 address of
  * rows 8 h .. 8 h + 7 of the warp's tile tl (8 contiguous blocks of 144
- * bytes; a tile past the weight's end, TL = 2 with n_out % 32 == 16, reads
- * the last tile, and mmvq_finish stores none of it); swiglu at TL = 1: half
+ * bytes, Q6_K 210; a tile past the weight's end, TL = 2 with n_out % 32 ==
+ * 16, reads the last tile, and mmvq_finish stores none of it); swiglu at TL = 1: half
  * 0 = gate rows 8 b .. 8 b + 7, half 1 = the same up rows. Needs n_out % 16
  * == 0 (c_weight_load's rule). */
-template <int TL>
+template <int TL, int TYPE = MEMRA_TYPE_Q4_K>
 __device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *(&hb)[TL][2]) {
     int64_t rbase[TL], nrow[TL];
     const int wi = mmvq_tile_rows<TL>(a, rbase, nrow);
     if (TL == 1 && a.swiglu) {
-        hb[0][0] = a.W[0] + q4k_row_off(a.row_bytes, rbase[0], true);
-        hb[0][1] = a.W[1] + q4k_row_off(a.row_bytes, rbase[0], true);
+        hb[0][0] = a.W[0] + tm_row_off(TYPE, a.row_bytes, rbase[0], true);
+        hb[0][1] = a.W[1] + tm_row_off(TYPE, a.row_bytes, rbase[0], true);
         return;
     }
 #pragma unroll
     for (int tl = 0; tl < TL; tl++) {
         const int64_t r = rbase[tl] < nrow[tl] ? rbase[tl] : nrow[tl] - 16;
-        hb[tl][0] = a.W[a.swiglu ? tl : wi] + q4k_row_off(a.row_bytes, r, true);
-        hb[tl][1] = hb[tl][0] + 8 * 144;
+        hb[tl][0] = a.W[a.swiglu ? tl : wi] + tm_row_off(TYPE, a.row_bytes, r, true);
+        hb[tl][1] = hb[tl][0] + 8 * tm_bb(TYPE);
     }
 }
 
@@ -782,40 +808,46 @@ __device__ __forceinline__ void mmvq_ring_next(F issue, I i, I n) {
 }
 
 /* Launch contract: k_mmvq's (grid, block 32 ks, buf, T <= 2 NP, TL,
- * MINB) for TYPE = Q4_K with every a.W tile-major; dynamic shared memory
- * mmvq_tm_smem_bytes(D, NP, TL, ks). Warp w: tile(s) as k_mmvq, super-blocks
- * [w nsb / ks, (w + 1) nsb / ks) through its ring of D slots. */
-template <int NP, int TL, int MINB, int D, int MAXT = 32 * MMV_KS_MAX>
+ * MINB) for TYPE = Q4_K or Q6_K with every a.W tile-major; dynamic shared
+ * memory mmvq_tm_smem_bytes(D, NP, TL, ks, SBB). Warp w: tile(s) as
+ * k_mmvq, super-blocks [w nsb / ks, (w + 1) nsb / ks) through its ring of
+ * D slots. Q6_K (the lab's k_cr6<D, 1>): slots of 3,360 bytes, the rows'
+ * 210-byte blocks read from them by mmvq_raw6::load_sh, mmvq_sb6's
+ * arithmetic, so k_mmvq<Q6_K>'s bits on the file's layout. */
+template <int NP, int TL, int MINB, int D, int MAXT = 32 * MMV_KS_MAX, int TYPE = MEMRA_TYPE_Q4_K>
 __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_t *__restrict__ buf) {
-    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][TL][2304] rings, then [ks][TL][NP][16][8] floats */
+    constexpr bool Q6 = TYPE == MEMRA_TYPE_Q6_K;
+    constexpr int SBB = Q6 ? Q6K_TM_SB : Q4K_TM_SB; /* a tile's super-block */
+    using raw = typename std::conditional<Q6, mmvq_raw6, mmvq_raw>::type;
+    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][TL][SBB] rings, then [ks][TL][NP][16][8] floats */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
     const uint8_t *hb[TL][2];
-    mmvq_tm_tiles<TL>(a, hb);
+    mmvq_tm_tiles<TL, TYPE>(a, hb);
     const int nsb = (int)(a.in / 256);
     const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks, n = sb1 - sb0;
-    uint8_t *ring = mt_sh + (size_t)wp * mmvq_tm_warp_bytes(D, TL);
+    uint8_t *ring = mt_sh + (size_t)wp * mmvq_tm_warp_bytes(D, TL, SBB);
     const bool halves = TL == 1 && a.swiglu; /* a slot's 8-row halves from two weights */
-    /* every lane: its 16-byte chunks of super-block sb0 + i into slot i % D (tile tl's run at tl 2,304) */
+    /* every lane: its 16-byte chunks of super-block sb0 + i into slot i % D (tile tl's run at tl SBB) */
     auto issue = [&](int i) {
-        const int64_t so = (int64_t)(sb0 + i) * Q4K_TM_SB;
-        uint8_t *slot = ring + (i % D) * (TL * Q4K_TM_SB);
+        const int64_t so = (int64_t)(sb0 + i) * SBB;
+        uint8_t *slot = ring + (i % D) * (TL * SBB);
         if (halves) {
-            for (int c = lane; c < Q4K_TM_SB / 16; c += 32) {
-                const bool h = c >= 72;
-                mmv_cp16(slot + 16 * c, (h ? hb[0][1] : hb[0][0]) + so + 16 * (h ? c - 72 : c));
+            for (int c = lane; c < SBB / 16; c += 32) {
+                const bool h = c >= SBB / 32;
+                mmv_cp16(slot + 16 * c, (h ? hb[0][1] : hb[0][0]) + so + 16 * (h ? c - SBB / 32 : c));
             }
             return;
         }
         if constexpr (TL == 1) {
-            for (int c = lane; c < Q4K_TM_SB / 16; c += 32) mmv_cp16(slot + 16 * c, hb[0][0] + so + 16 * c);
+            for (int c = lane; c < SBB / 16; c += 32) mmv_cp16(slot + 16 * c, hb[0][0] + so + 16 * c);
         } else {
             int l = lane;
             /* opaque to the compiler, which otherwise keeps the chunk addresses over the loop (spills) */
             asm volatile("" : "+r"(l));
-            for (int c = l; c < 2 * Q4K_TM_SB / 16; c += 32) {
-                const bool t1 = c >= Q4K_TM_SB / 16;
-                mmv_cp16(slot + 16 * c, (t1 ? hb[1][0] : hb[0][0]) + so + 16 * (t1 ? c - Q4K_TM_SB / 16 : c));
+            for (int c = l; c < 2 * SBB / 16; c += 32) {
+                const bool t1 = c >= SBB / 16;
+                mmv_cp16(slot + 16 * c, (t1 ? hb[1][0] : hb[0][0]) + so + 16 * (t1 ? c - SBB / 16 : c));
             }
         }
     };
@@ -828,21 +860,25 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
     for (int tl = 0; tl < TL; tl++)
 #pragma unroll
         for (int p = 0; p < NP; p++) acc[tl][p][0] = acc[tl][p][1] = acc[tl][p][2] = acc[tl][p][3] = 0.0f;
-    mmvq_raw cur[TL];
+    raw cur[TL];
 #pragma unroll 1
     for (int sb = sb0; sb < sb1; sb++) {
         const int i = sb - sb0;
         mmvq_ring_next<D>(issue, i, n);
-        const uint8_t *slot = ring + (i % D) * (TL * Q4K_TM_SB);
+        const uint8_t *slot = ring + (i % D) * (TL * SBB);
 #pragma unroll
-        for (int tl = 0; tl < TL; tl++) cur[tl].load_sh(slot + tl * Q4K_TM_SB, g, t);
+        for (int tl = 0; tl < TL; tl++) cur[tl].load_sh(slot + tl * SBB, g, t);
         const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
-        mmvq_sb<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
+        if constexpr (Q6)
+            mmvq_sb6<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
+        else
+            mmvq_sb<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
     }
     pdl_trigger();
     int64_t rbase[TL], nrow[TL]; /* only now: fewer registers held over the loop */
     const int wi = mmvq_tile_rows<TL>(a, rbase, nrow);
-    mmvq_finish<NP, TL>(acc, (float *)(mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, TL)), a, wi, rbase, nrow, nullptr);
+    mmvq_finish<NP, TL>(acc, (float *)(mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, TL, SBB)), a, wi, rbase, nrow,
+                        nullptr);
 }
 
 /* ---- k_mmvq_tm2: k_mmvq_tm with two K ranges a warp ----
@@ -857,8 +893,10 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
  * of 8 warps an SM (128 registers), 264 at once: 1.21 waves, 48% of copy
  * in ncu (bench/results/2026-12-06f-h100.md). Blocks of 4 warps fit 4 an
  * SM, so the 320 blocks are resident at once and each warp's stream is
- * twice as long. NOT YET MEASURED (written without a GPU): MEMRA_MMVQ_TM2=1
- * takes it where mmvq_tm2_use says. */
+ * twice as long. Measured (H100, bench/results/2026-12-06g-h100.md): gates
+ * pass, 27b logits cmp-equal, 27b q4_k_m decode@0 105.2 / 105.8 -> 107.6 /
+ * 107.6 tok/s (+2%). On by default where mmvq_tm2_use says;
+ * MEMRA_MMVQ_TM2=0 turns it off. */
 template <int NP, int D>
 __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, const uint8_t *__restrict__ buf) {
     extern __shared__ __align__(16) uint8_t mt_sh[]; /* [W][D][2304] rings, then [2 W][NP][16][8] floats */
@@ -907,16 +945,12 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
 }
 
 /* Whether a T < 16 Q4_K launch (TL = 1, blk0 from mmvq_blocks1) takes
- * k_mmvq_tm2: MEMRA_MMVQ_TM2=1, tile-major, not swiglu, T <= 2, an even
- * K split of 8 (rows of 8,192 or more), and more blocks than 2 an SM hold
- * (the 8-warp kernel's residency). The bits do not depend on it. */
+ * k_mmvq_tm2: not MEMRA_MMVQ_TM2=0, tile-major, not swiglu, T <= 2, an
+ * even K split of 8 (rows of 8,192 or more), and more blocks than 2 an SM
+ * hold (the 8-warp kernel's residency). The bits do not depend on it. */
 static inline bool mmvq_tm2_use(const mmv_args &a, int ks, int sms) {
     static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("MEMRA_MMVQ_TM2");
-        on = e && !strcmp(e, "1");
-    }
-    return on && a.tm && !a.swiglu && a.T <= 2 && ks == MMV_KS_MAX && a.blk0[4] > 2 * sms;
+    return env_on("MEMRA_MMVQ_TM2", &on) && a.tm && !a.swiglu && a.T <= 2 && ks == MMV_KS_MAX && a.blk0[4] > 2 * sms;
 }
 
 /* One launch of kernel K (k_mmvq or k_mmvq_tm: grid blk0[4], block 32 ks,
@@ -952,6 +986,12 @@ static inline int mmvq_tm3(void) {
 
 template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
+    if constexpr (TYPE == MEMRA_TYPE_Q6_K) { /* a ring of 2 at every length (mmvq_tm_lab: 3 and 4 lost) */
+        if (a.tm)
+            return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D, 32 * MMV_KS_MAX, TYPE>>(
+                a, buf, s, ks, pdl, mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, ks, Q6K_TM_SB),
+                mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, MMV_KS_MAX, Q6K_TM_SB));
+    }
     if constexpr (TYPE == MEMRA_TYPE_Q4_K) {
         if (a.tm) {
             if constexpr (TL == 1)

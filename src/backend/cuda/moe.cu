@@ -472,7 +472,10 @@ __global__ void __launch_bounds__(32 * MOE_DN_MAX_WARPS)
  * and gu slower (-2%..+0.2% decode): not kept. Routing is ~4.5 us of gu
  * (a run with the routing replaced by fixed ids: -4.4 us per layer), paid
  * in series before the routed rows can be loaded; the rest of gu's ~15 us
- * for 10.7 MB is not yet explained (no stall profile taken). */
+ * for 10.7 MB is not yet explained (no stall profile taken). Routing in a
+ * launch of its own (k_moe_route, then gu blocks that read the ids) lost
+ * on the H100: 446 -> 434 tok/s (bench/results/2026-12-06g-h100.md); the
+ * launch boundary costs more than the routing it takes out of gu. */
 
 #define MOE_TC_GU_KS 4 /* warps per gate/up tile (K split) */
 #define MOE_TC_GU_NB 2 /* super-blocks a warp has in flight */
@@ -495,10 +498,8 @@ static_assert(MOE_TC_STG_B >= MMV_TOK_W * 4 && MOE_TC_STG_B >= 2 * MMV6_TS * 2 &
  * silu(gate . xn[t]) * (up . xn[t]). Blocks of routed rows route the token
  * first (warp 0, warp_route; the other warps stage their activations
  * meanwhile), block 0 also writes ids[t] and w[t]; an expert id out of range
- * writes NaN. MINB: blocks per SM the registers are held to. PRE: the
- * token is routed already (k_moe_route wrote ids and wts before this launch,
- * moe_route1_on); a routed block reads its slot's id and writes neither. */
-template <int KS, int NB, int MINB, bool PRE = false>
+ * writes NaN. MINB: blocks per SM the registers are held to. */
+template <int KS, int NB, int MINB>
 __global__ void __launch_bounds__(32 * KS, MINB)
     k_moe_tc_gu(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu, const uint8_t *__restrict__ Sg,
                 const uint8_t *__restrict__ Su, size_t row_bytes, int64_t H, int64_t F, int64_t Fs, int32_t E,
@@ -523,22 +524,17 @@ __global__ void __launch_bounds__(32 * KS, MINB)
         for (int n = 0; n < NB; n++)
             if (c + n < sb1) mmv_stage<1>(x, H, 1, c + n, lane, stg_all[warp][n], sinv + n, nullptr, nullptr, nullptr);
     };
-    const bool pre = PRE || !(routed && warp == 0);
-    int32_t e_pre = 0; /* PRE: the slot's expert, requested before the staging */
-    if constexpr (PRE)
-        if (routed) e_pre = __ldg(ids + t * K + tile / F);
+    const bool pre = !(routed && warp == 0);
     if (pre) stage(sb0);
     const uint8_t *G = Sg, *U = Su;
     int64_t r0 = row0;
     if (routed) {
-        if constexpr (!PRE) {
-            if (warp == 0) warp_route(logits + t * E, E, K, p, sid, sw);
-            __syncthreads();
-            if (blockIdx.x == 0)
-                for (int j = threadIdx.x; j < K; j += blockDim.x) ids[t * K + j] = sid[j], wts[t * K + j] = sw[j];
-        }
+        if (warp == 0) warp_route(logits + t * E, E, K, p, sid, sw);
+        __syncthreads();
+        if (blockIdx.x == 0)
+            for (int j = threadIdx.x; j < K; j += blockDim.x) ids[t * K + j] = sid[j], wts[t * K + j] = sw[j];
         const int64_t j = tile / F;
-        const int32_t e = PRE ? e_pre : sid[j];
+        const int32_t e = sid[j];
         if (e < 0 || e >= E) { /* uniform over the block */
             if (threadIdx.x < 16) act[t * n_rows + row0 + threadIdx.x] = NAN;
             return;
@@ -984,22 +980,6 @@ static int moe_tc_on(void) {
     return env_on("MEMRA_MOE_TC", &on);
 }
 
-/* MEMRA_MOE_ROUTE1=1 in the environment (read once): at T < MOE_GRP_MIN_T
- * the token is routed by its own k_moe_route launch (one warp) and
- * k_moe_tc_gu<.., PRE = true> reads the ids, instead of every routed gu
- * block routing it before its rows can load (~4.5 us of gu's ~15 us on
- * 35B-A3B; the launch boundary it adds costs ~2-3 us). The same warp_route,
- * so the same ids, weights and bits. NOT YET MEASURED (written without a
- * GPU); off by default. */
-static int moe_route1_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("MEMRA_MOE_ROUTE1");
-        on = e && strcmp(e, "1") == 0;
-    }
-    return on;
-}
-
 /* Whether the tensor-core kernels take this layer's gate/up, down phase. */
 static bool moe_tc_gu_ok(uint32_t tgu, int64_t H, int64_t F, int64_t Fs) {
     return tgu == MEMRA_TYPE_Q4_K && H % 256 == 0 && F % 16 == 0 && Fs % 16 == 0;
@@ -1161,15 +1141,8 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
     size_t rb = p->gate_exps->row_bytes;
     if (tc && moe_tc_gu_ok(tgu, H, F, Fs)) {
         dim3 g((unsigned)((Fs + (int64_t)K * F) / 16), (unsigned)T);
-        if (moe_route1_on()) {
-            cuda_launch(k_moe_route, (unsigned)T, 32, 0, s, logits, E, K, ids, w);
-            if ((st = CUDA_LAUNCHED(be, "moe_block: route"))) return st;
-            cuda_launch(k_moe_tc_gu<MOE_TC_GU_KS, MOE_TC_GU_NB, 3, true>, g, 32 * MOE_TC_GU_KS, 0, s, Wg, Wu, Sg, Su,
-                        rb, H, F, Fs, E, K, logits, xn, act, ids, w);
-        } else {
-            cuda_launch(k_moe_tc_gu<MOE_TC_GU_KS, MOE_TC_GU_NB, 3>, g, 32 * MOE_TC_GU_KS, 0, s, Wg, Wu, Sg, Su, rb, H,
-                        F, Fs, E, K, logits, xn, act, ids, w);
-        }
+        cuda_launch(k_moe_tc_gu<MOE_TC_GU_KS, MOE_TC_GU_NB, 3>, g, 32 * MOE_TC_GU_KS, 0, s, Wg, Wu, Sg, Su, rb, H, F,
+                    Fs, E, K, logits, xn, act, ids, w);
     } else {
         const int64_t per_block = MOE_GU_WARPS * MOE_GU_F;
         dim3 g((unsigned)((Fs + (int64_t)K * F + per_block - 1) / per_block), (unsigned)T);

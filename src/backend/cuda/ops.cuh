@@ -25,6 +25,9 @@ memra_status cuda_rmsnorm_mv(memra_backend *be, int n, const memra_weight *const
 memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                             int accumulate);
 int cuda_type_supported(uint32_t type);
+/* matmul.cu: whether T < 16 matmuls of a tile-major Q6_K weight of row length in take the int8 matvec (path 5),
+ * the one T < 16 reader of tile-major Q6_K besides k_matvec_multi; c_weight_load tiles Q6_K only then */
+int cuda_q6_tiles(int64_t in);
 
 /* rope.cu */
 memra_status cuda_op_rope_neox(memra_backend *be, float *x, const memra_batch *b, int64_t n_heads,
