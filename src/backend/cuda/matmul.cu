@@ -127,14 +127,15 @@ static int mmvq6_use(uint32_t type, int64_t in, int64_t T, int tm) {
 
 int cuda_q6_tiles(int64_t in) { return mmvq6_use(MEMRA_TYPE_Q6_K, in, MM_TC_MIN_T - 1, 1); }
 
-/* The tensor-core matvec path of a T < 16 matmul: 1 (Q4_K), 5 (Q6_K, int8),
- * 3 (Q6_K, fp16: the file's layout only), 0 = none (k_matvec_multi). tm:
- * the weight is tile-major. */
+/* The tensor-core matvec path of a matmul (T >= 16: once mmvg_path said
+ * mmvg): 1 (Q4_K), 5 (Q6_K, int8, T < 16), 3 (Q6_K, fp16: mmv6 on the
+ * file's layout only, mmvg on either), 0 = none (k_matvec_multi). tm: the
+ * weight is tile-major. */
 static int mv_path(uint32_t type, int64_t in, int64_t T, int tm) {
-    return mmv_use(type, in)             ? 1
-           : mmvq6_use(type, in, T, tm)  ? 5
-           : !tm && mmv6_use(type, in)   ? 3
-                                         : 0;
+    return mmv_use(type, in)                                 ? 1
+           : mmvq6_use(type, in, T, tm)                      ? 5
+           : (!tm || T >= MM_TC_MIN_T) && mmv6_use(type, in) ? 3
+                                                             : 0;
 }
 
 /* The tensor-core matvec path of a T >= 16 matmul: 1 = mmvg.cuh's Q4_K
@@ -185,7 +186,6 @@ static int mmvq_takes(int64_t T, int64_t in) {
 static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm,
                            cudaStream_t st, int prep = 1) {
     if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
-    if (path == 3 && a->tm) return CUDA_INVALID(be, "matmul: mmv6 reads the file's layout, not tile-major Q6_K");
     if (a->T >= MM_TC_MIN_T) {
         const uint32_t td = path == 3 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
         memra_status rs = cuda_xs_reserve(be, mmvg_ws_bytes(td, a->T, a->in));
@@ -194,6 +194,7 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
         return CUDA_LAUNCHED(be, "matmul: mmvg");
     }
     if (path == 3) {
+        if (a->tm) return CUDA_INVALID(be, "matmul: mmv6 reads the file's layout, not tile-major Q6_K");
         mmv6_launch(*a, n, st);
         return CUDA_LAUNCHED(be, "matmul: mmv6");
     }
