@@ -100,13 +100,16 @@ memra_status cuda_check(memra_backend *be, cudaError_t e, const char *what);
  * (the lab's k_cr<2, 1>, production's k_mmvq_tm in mmvq.cuh) 14.3 / 12.8 /
  * 21.6 / 28.5 us, 12-17% less on the first three; a ring of 4 takes the
  * last to 24.9 us. Every output memcmp-equal to the production pair's.
- * Q6_K (bench/results/2026-12-06g-h100.md, H100, the same lab): k_mmv6 31.6
+ * Q6_K (bench/results/2026-12-06g-h100-h200.md, H100, the same lab): k_mmv6 31.6
  * / 62.4 / 20.7 / 35.8 us on {12288, 4096} / {17408, 5120} / {4096, 8192} /
  * {5120, 10240}; the int8 pair on the file's layout 28.3 / 60.4 / 19.0 /
  * 32.3; its tile-major ring of 2 23.0 / 41.2 / 17.2 / 24.8 (a field-major
  * form of the tile, every piece 8-byte aligned, 21.2 / 40.4 / 16.0 / 22.9:
  * not taken, as every other Q6_K reader would have to change its
- * arithmetic on the bytes, not only its addresses).
+ * arithmetic on the bytes, not only its addresses). Decode@0 (H200, the
+ * same file): 9b q4_k_m 353 / 349 -> 373 / 371 tok/s, 27b 116 / 116 ->
+ * 125 / 126, 35b-a3b 466 / 467 -> 473 / 466; prefill 512 unchanged or
+ * 1-2% up.
  * Which: Q4_K or Q6_K, in % 256 == 0, n_out % 16 == 0, one matrix
  * (ne[2] == ne[3] == 1), not an embedding table (embed reads rows:
  * "token_embd", so also a tied head), not moe.cu's expert or shared-expert

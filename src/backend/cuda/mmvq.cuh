@@ -893,7 +893,7 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
  * of 8 warps an SM (128 registers), 264 at once: 1.21 waves, 48% of copy
  * in ncu (bench/results/2026-12-06f-h100.md). Blocks of 4 warps fit 4 an
  * SM, so the 320 blocks are resident at once and each warp's stream is
- * twice as long. Measured (H100, bench/results/2026-12-06g-h100.md): gates
+ * twice as long. Measured (H100, bench/results/2026-12-06g-h100-h200.md): gates
  * pass, 27b logits cmp-equal, 27b q4_k_m decode@0 105.2 / 105.8 -> 107.6 /
  * 107.6 tok/s (+2%). On by default where mmvq_tm2_use says;
  * MEMRA_MMVQ_TM2=0 turns it off. */

@@ -474,7 +474,7 @@ __global__ void __launch_bounds__(32 * MOE_DN_MAX_WARPS)
  * in series before the routed rows can be loaded; the rest of gu's ~15 us
  * for 10.7 MB is not yet explained (no stall profile taken). Routing in a
  * launch of its own (k_moe_route, then gu blocks that read the ids) lost
- * on the H100: 446 -> 434 tok/s (bench/results/2026-12-06g-h100.md); the
+ * on the H100: 446 -> 434 tok/s (bench/results/2026-12-06g-h100-h200.md); the
  * launch boundary costs more than the routing it takes out of gu. */
 
 #define MOE_TC_GU_KS 4 /* warps per gate/up tile (K split) */
