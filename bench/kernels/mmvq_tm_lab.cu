@@ -34,11 +34,11 @@
  *  15-17 (q6_k) k_cr6<D, 0>: Q6_K tile-major in a field-major form (tm6_repack)
  *     through a per-warp cp.async ring of D = 2, 3, 4 slots, with the int8
  *     Q6_K arithmetic of variant 0 (k_mmvq<Q6_K>): memcmp-equal to it.
- *     Written 2026-12-06 (session 25), NOT YET RUN: is tile-major what the
- *     Q6_K decode matvecs (k_mmv6, 34-47% of copy) need?
  *  18-20 (q6_k) k_cr6<D, 1>: the same ring on Q6_K tile-major with its
- *     210-byte blocks intact (lab_tm_repack, as common.cuh stores Q4_K):
- *     does the smaller production change (addresses only) keep the gain?
+ *     210-byte blocks intact (lab_tm_repack, as common.cuh stores Q4_K).
+ *     Run 2026-12-06g (H100): both forms 25-36% under k_mmv6 at D = 2, the
+ *     field-major one 3-9% under the intact one; production took the
+ *     intact form (k_mmvq_tm<.., Q6_K>, bench/results/2026-12-06g-h100-h200.md).
  * Each pair is prep + matvec (the input norm fused), PDL, 64 per CUDA graph
  * over rotating weight copies (> L2), % of copy. Checked: every variant
  * against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and memcmp.
@@ -233,30 +233,8 @@ __device__ __forceinline__ void tm6_load_sh(mmvq_raw6 &w, const uint8_t *p, int 
  * 210 bytes a block: what common.cuh does for Q4_K, so every other reader
  * would only change its addresses). A tile's super-block is one 3,360-byte
  * run, 16-byte aligned; row i's block starts at 210 i in the slot, 2-byte
- * aligned when i is odd, so a lane's 8-byte pieces are read as aligned
- * words and funnel-shifted (mmvq_ld8's rule, from shared memory). */
-__device__ __forceinline__ uint2 tm6i_ld8(const uint8_t *slot, int off) {
-    const uint32_t *w = (const uint32_t *)(slot + (off & ~3));
-    const uint32_t s = (uint32_t)(off & 2) * 8u, u0 = w[0], u1 = w[1], u2 = w[2];
-    return make_uint2(__funnelshift_r(u0, u1, s), __funnelshift_r(u1, u2, s));
-}
-
-__device__ __forceinline__ void tm6i_load_sh(mmvq_raw6 &w, const uint8_t *slot, int g, int t) {
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int b = 210 * (g + 8 * r);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-#pragma unroll
-            for (int c = 0; c < 2; c++) w.ql[r][h][c] = tm6i_ld8(slot, b + 64 * h + 32 * c + 8 * t);
-            w.qh[r][h] = tm6i_ld8(slot, b + 128 + 32 * h + 8 * t);
-        }
-        const int o = b + 192 + 4 * t;
-        const uint32_t *q = (const uint32_t *)(slot + (o & ~3));
-        w.sc[r] = __funnelshift_r(q[0], q[1], (uint32_t)(o & 2) * 8u);
-        w.d[r] = *(const unsigned short *)(slot + b + 208);
-    }
-}
+ * aligned when i is odd: production's mmvq_raw6::load_sh reads it (this
+ * lab's first version of it, run 2026-12-06g, is now that function). */
 
 /* k_cr6<D, INTACT>: k_cr<D, 1> for Q6_K on a tile-major copy, field-major
  * (INTACT = 0, variants 15-17) or with its blocks intact (1, 18-20): the
@@ -290,7 +268,7 @@ __global__ void __launch_bounds__(512, 1)
 #pragma unroll 1
     for (int i = 0; i < n; i++) {
         mmvq_ring_next<D>(issue, i, n);
-        if constexpr (INTACT) tm6i_load_sh(cur[0], ring + (i % D) * TM6_SB, g, t);
+        if constexpr (INTACT) cur[0].load_sh(ring + (i % D) * TM6_SB, g, t);
         else tm6_load_sh(cur[0], ring + (i % D) * TM6_SB, g, t);
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)(sb0 + i)};
         mmvq_sb6<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
