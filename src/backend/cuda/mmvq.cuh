@@ -893,27 +893,32 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
  * of 8 warps an SM (128 registers), 264 at once: 1.21 waves, 48% of copy
  * in ncu (bench/results/2026-12-06f-h100.md). Blocks of 4 warps fit 4 an
  * SM, so the 320 blocks are resident at once and each warp's stream is
- * twice as long. Measured (H100, bench/results/2026-12-06g-h100-h200.md): gates
- * pass, 27b logits cmp-equal, 27b q4_k_m decode@0 105.2 / 105.8 -> 107.6 /
- * 107.6 tok/s (+2%). On by default where mmvq_tm2_use says;
- * MEMRA_MMVQ_TM2=0 turns it off. */
-template <int NP, int D>
+ * twice as long. Measured (H100, bench/results/2026-12-06g-h100-h200.md):
+ * gates pass, 27b logits cmp-equal, 27b q4_k_m decode@0 105.2 / 105.8 ->
+ * 107.6 / 107.6 tok/s (+2%). On by default where mmvq_tm2_use says;
+ * MEMRA_MMVQ_TM2=0 turns it off. TYPE = Q6_K (27b's other ffn_down layers,
+ * tile-major since 2026-12-06g): mmvq_raw6 and mmvq_sb6 as in k_mmvq_tm,
+ * opt-in (MEMRA_MMVQ_TM2_Q6=1) until measured. */
+template <int NP, int D, int TYPE = MEMRA_TYPE_Q4_K>
 __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, const uint8_t *__restrict__ buf) {
-    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [W][D][2304] rings, then [2 W][NP][16][8] floats */
+    constexpr bool Q6 = TYPE == MEMRA_TYPE_Q6_K;
+    constexpr int SBB = Q6 ? Q6K_TM_SB : Q4K_TM_SB; /* a tile's super-block */
+    using raw = typename std::conditional<Q6, mmvq_raw6, mmvq_raw>::type;
+    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [W][D][SBB] rings, then [2 W][NP][16][8] floats */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int W = blockDim.x >> 5, ks = 2 * W;
     const uint8_t *hb[1][2];
-    mmvq_tm_tiles<1>(a, hb);
+    mmvq_tm_tiles<1, TYPE>(a, hb);
     const int nsb = (int)(a.in / 256);
     const int r0 = wp * nsb / ks, r1 = (wp + 1) * nsb / ks, q0 = (wp + W) * nsb / ks, q1 = (wp + W + 1) * nsb / ks;
     const int na = r1 - r0, n = na + (q1 - q0);
-    uint8_t *ring = mt_sh + (size_t)wp * mmvq_tm_warp_bytes(D, 1);
+    uint8_t *ring = mt_sh + (size_t)wp * mmvq_tm_warp_bytes(D, 1, SBB);
     auto sb_of = [&](int i) { return i < na ? r0 + i : q0 + (i - na); };
     /* every lane: its 16-byte chunks of the warp's i-th super-block into slot i % D */
     auto issue = [&](int i) {
-        const uint8_t *src = hb[0][0] + (int64_t)sb_of(i) * Q4K_TM_SB;
-        uint8_t *slot = ring + (i % D) * Q4K_TM_SB;
-        for (int c = lane; c < Q4K_TM_SB / 16; c += 32) mmv_cp16(slot + 16 * c, src + 16 * c);
+        const uint8_t *src = hb[0][0] + (int64_t)sb_of(i) * SBB;
+        uint8_t *slot = ring + (i % D) * SBB;
+        for (int c = lane; c < SBB / 16; c += 32) mmv_cp16(slot + 16 * c, src + 16 * c);
     };
     mmvq_ring_start<D>(issue, n);
     pdl_start();
@@ -923,12 +928,15 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
     for (int r = 0; r < 2; r++)
 #pragma unroll
         for (int p = 0; p < NP; p++) acc[r][0][p][0] = acc[r][0][p][1] = acc[r][0][p][2] = acc[r][0][p][3] = 0.0f;
-    mmvq_raw cur[1];
+    raw cur[1];
     auto step = [&](int i, float (*ac)[NP][4]) {
         mmvq_ring_next<D>(issue, i, n);
-        cur[0].load_sh(ring + (i % D) * Q4K_TM_SB, g, t);
+        cur[0].load_sh(ring + (i % D) * SBB, g, t);
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb_of(i)};
-        mmvq_sb<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
+        if constexpr (Q6)
+            mmvq_sb6<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
+        else
+            mmvq_sb<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
     };
 #pragma unroll 1
     for (int i = 0; i < na; i++) step(i, acc[0]);
@@ -937,20 +945,27 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
     pdl_trigger();
     int64_t rbase[1], nrow[1];
     const int wi = mmvq_tile_rows<1>(a, rbase, nrow);
-    float *part = (float *)(mt_sh + (size_t)W * mmvq_tm_warp_bytes(D, 1));
+    float *part = (float *)(mt_sh + (size_t)W * mmvq_tm_warp_bytes(D, 1, SBB));
     mmvq_part_store<NP, 1>(acc[0], part, wp);
     mmvq_part_store<NP, 1>(acc[1], part, wp + W);
     __syncthreads();
     mmvq_part_sums<NP, 1>(part, a, wi, rbase, nrow, nullptr, ks);
 }
 
-/* Whether a T < 16 Q4_K launch (TL = 1, blk0 from mmvq_blocks1) takes
- * k_mmvq_tm2: not MEMRA_MMVQ_TM2=0, tile-major, not swiglu, T <= 2, an
- * even K split of 8 (rows of 8,192 or more), and more blocks than 2 an SM
- * hold (the 8-warp kernel's residency). The bits do not depend on it. */
-static inline bool mmvq_tm2_use(const mmv_args &a, int ks, int sms) {
-    static int on = -1;
-    return env_on("MEMRA_MMVQ_TM2", &on) && a.tm && !a.swiglu && a.T <= 2 && ks == MMV_KS_MAX && a.blk0[4] > 2 * sms;
+/* Whether a T < 16 launch of `type` (TL = 1, blk0 from mmvq_blocks1) takes
+ * k_mmvq_tm2: Q4_K unless MEMRA_MMVQ_TM2=0; Q6_K (27b's other ffn_down
+ * layers, the same 320 blocks at 2 an SM) only under MEMRA_MMVQ_TM2_Q6=1,
+ * NOT YET MEASURED (written without a GPU); tile-major, not swiglu, T <= 2,
+ * an even K split of 8 (rows of 8,192 or more), and more blocks than 2 an
+ * SM hold (the 8-warp kernel's residency). The bits do not depend on it. */
+static inline bool mmvq_tm2_use(uint32_t type, const mmv_args &a, int ks, int sms) {
+    static int on = -1, on6 = -1;
+    if (on6 < 0) {
+        const char *e = getenv("MEMRA_MMVQ_TM2_Q6");
+        on6 = e && !strcmp(e, "1");
+    }
+    const bool t_on = type == MEMRA_TYPE_Q6_K ? on6 : env_on("MEMRA_MMVQ_TM2", &on);
+    return t_on && a.tm && !a.swiglu && a.T <= 2 && ks == MMV_KS_MAX && a.blk0[4] > 2 * sms;
 }
 
 /* One launch of kernel K (k_mmvq or k_mmvq_tm: grid blk0[4], block 32 ks,
@@ -1072,13 +1087,21 @@ static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaSt
         mmvq_blocks1(&a);
         const int ks = mmvq_ks(nsb, a.blk0[4], sms);
         if constexpr (TYPE == MEMRA_TYPE_Q4_K)
-            if (mmvq_tm2_use(a, ks, sms)) {
+            if (mmvq_tm2_use(TYPE, a, ks, sms)) {
                 const int d = mmvq_tm_d(nsb, ks, 1);
                 const size_t sm = (size_t)(ks / 2) * mmvq_tm_warp_bytes(d, 1) + mmvq_smem_bytes(1, 1, ks);
                 const size_t smax =
                     (size_t)(MMV_KS_MAX / 2) * mmvq_tm_warp_bytes(4, 1) + mmvq_smem_bytes(1, 1, MMV_KS_MAX);
                 return d == 4 ? mmvq_launch_k<k_mmvq_tm2<1, 4>>(a, buf, s, ks / 2, pdl, sm, smax)
                               : mmvq_launch_k<k_mmvq_tm2<1, MMVQ_TM_D>>(a, buf, s, ks / 2, pdl, sm, smax);
+            }
+        if constexpr (TYPE == MEMRA_TYPE_Q6_K)
+            if (mmvq_tm2_use(TYPE, a, ks, sms)) { /* a ring of 2, as k_mmvq_tm's for Q6_K */
+                const size_t sm = (size_t)(ks / 2) * mmvq_tm_warp_bytes(MMVQ_TM_D, 1, Q6K_TM_SB) +
+                                  mmvq_smem_bytes(1, 1, ks);
+                const size_t smax = (size_t)(MMV_KS_MAX / 2) * mmvq_tm_warp_bytes(MMVQ_TM_D, 1, Q6K_TM_SB) +
+                                    mmvq_smem_bytes(1, 1, MMV_KS_MAX);
+                return mmvq_launch_k<k_mmvq_tm2<1, MMVQ_TM_D, TYPE>>(a, buf, s, ks / 2, pdl, sm, smax);
             }
         if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl);
         if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl);
