@@ -125,8 +125,9 @@ static memra_status c_zero(memra_backend *be, void *dst, size_t bytes) {
  *
  * A weight's bytes are the file's (no dequantized copy), plus 64 zeroed
  * bytes: the dequantizers' wide loads (dq_ld8) may read a few bytes past a
- * row's last block. Q4_K and Q6_K matmul weights are stored tile-major (common.cuh:
- * the same blocks, reordered), recorded in c->tm by device address. */
+ * row's last block. Q4_K and Q6_K matmul weights are stored tile-major
+ * (common.cuh: the same blocks, reordered), recorded in c->tm by device
+ * address. */
 #define WEIGHT_PAD 64
 
 /* Whether c_weight_load stores w tile-major: common.cuh's rule. The names
@@ -149,8 +150,10 @@ static int tm_wants(const memra_weight *w) {
     const char *n = w->name;
     if (!n || strstr(n, "embd") || strstr(n, "embed") || strstr(n, "_exps") || strstr(n, "_shexp")) return 0;
     /* Q6_K: not the output head (k_mmv6b), and only where its T < 16 matmuls take the int8 matvec */
-    if (w->type == MEMRA_TYPE_Q6_K)
-        return strncmp(n, "output", 6) != 0 || (n[6] != '\0' && n[6] != '.') ? cuda_q6_tiles(w->ne[0]) : 0;
+    if (w->type == MEMRA_TYPE_Q6_K) {
+        const bool head = strncmp(n, "output", 6) == 0 && (n[6] == '\0' || n[6] == '.');
+        return !head && cuda_q6_tiles(w->ne[0]);
+    }
     return 1;
 }
 
