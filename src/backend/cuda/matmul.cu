@@ -9,11 +9,12 @@
  * Q4_K rows of a multiple of 256 take the integer tensor-core
  * matvec instead (mmvq.cuh: a conversion launch per token group, then the
  * matvec), with the same property. MEMRA_MMVQ=0 sends Q4_K to mmv.cuh's fp16
- * matvec, which converts inside the kernel. Q6_K rows of a multiple of 512
- * take mmv6.cuh (fp16; int8 under MEMRA_MMVQ6=1). MEMRA_MMV=0 in the
- * environment (read at the first matmul) sends all of them to
- * k_matvec_multi, MEMRA_MMV6=0 the fp16 Q6_K rows: fallback switches on the
- * device, no rebuild needed.
+ * matvec, which converts inside the kernel. Tile-major Q6_K rows take the
+ * int8 matvec too; Q6_K rows in the file's order (the output head; all of
+ * them under MEMRA_MMVQ6=0) of a multiple of 512 take mmv6.cuh (fp16; int8
+ * under MEMRA_MMVQ6=1). MEMRA_MMV=0 in the environment (read at the first
+ * matmul) sends all of them to k_matvec_multi, MEMRA_MMV6=0 the fp16 Q6_K
+ * rows: fallback switches on the device, no rebuild needed.
  *
  * Prefill (T >= MM_TC_MIN_T): Q8_0 goes to the wgmma GEMM (gemm.cu,
  * k_gemm_wg, sm_90a), Q4_K and Q6_K too where their tiles fill their waves
@@ -21,13 +22,14 @@
  * mmvg.cuh (their arithmetic for many tokens; MEMRA_MMVG=0 turns it off),
  * the other types the tensor-core GEMM (cuda_gemm_tc). A row computed with
  * T >= 16 differs from the same row computed with T < 16 in the last bits,
- * except on mmvg's Q6_K path (unless MEMRA_MMVQ6=1);
+ * except on mmvg's Q6_K path for rows that take mmv6 at T < 16;
  * memra_backend_cuda_prefill_matvec says which shapes take mmvg, and
  * `memra gate kernels` checks each path's invariance separately.
  *
- * Tile-major Q4_K weights (common.cuh, cuda_weight_tm) take the same paths
- * with mmv_args.tm / mv_multi_args.tm set (the GEMM asks for itself): the
- * same bits as the file's layout. A launch holds weights of one layout
+ * Tile-major Q4_K and Q6_K weights (common.cuh, cuda_weight_tm) take the
+ * same paths with mmv_args.tm / mv_multi_args.tm set (the GEMM asks for
+ * itself), except mmv6 (file's order only): the same bits as the file's
+ * layout on the same path. A launch holds weights of one layout
  * only: matmul_multi groups by layout too, and a swiglu pair of mixed
  * layouts (c_weight_load never makes one) takes two matmuls. */
 #include <stdlib.h>
