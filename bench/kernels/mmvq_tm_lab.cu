@@ -499,20 +499,14 @@ int main(int argc, char **argv) {
     };
     CK(cudaFuncSetAttribute(k_tm<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(0, 16)));
     CK(cudaFuncSetAttribute(k_tm<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(2, 16)));
-    const int crmax = (int)cr_smem(4, 16);
-    CK(cudaFuncSetAttribute(k_cr<2, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
-    CK(cudaFuncSetAttribute(k_cr<3, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
-    CK(cudaFuncSetAttribute(k_cr<4, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
-    CK(cudaFuncSetAttribute(k_cr<2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
-    CK(cudaFuncSetAttribute(k_cr<3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
-    CK(cudaFuncSetAttribute(k_cr<4, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
-    const int cr6max = (int)cr6_smem(4, 16);
-    CK(cudaFuncSetAttribute(k_cr6<2, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
-    CK(cudaFuncSetAttribute(k_cr6<3, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
-    CK(cudaFuncSetAttribute(k_cr6<4, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
-    CK(cudaFuncSetAttribute(k_cr6<2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
-    CK(cudaFuncSetAttribute(k_cr6<3, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
-    CK(cudaFuncSetAttribute(k_cr6<4, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
+    /* the ring kernels' shared memory limits: the deepest ring at the widest K split */
+    const int crmax = (int)cr_smem(4, 16), cr6max = (int)cr6_smem(4, 16);
+    for (const void *k : {(const void *)k_cr<2, 0>, (const void *)k_cr<3, 0>, (const void *)k_cr<4, 0>,
+                          (const void *)k_cr<2, 1>, (const void *)k_cr<3, 1>, (const void *)k_cr<4, 1>})
+        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, crmax));
+    for (const void *k : {(const void *)k_cr6<2, 0>, (const void *)k_cr6<3, 0>, (const void *)k_cr6<4, 0>,
+                          (const void *)k_cr6<2, 1>, (const void *)k_cr6<3, 1>, (const void *)k_cr6<4, 1>})
+        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, cr6max));
     float *hp = (float *)malloc(sizeof(float) * n_out), *hv = (float *)malloc(sizeof(float) * n_out);
     auto pct = [&](double us) { return 100.0 * wb / (us * 1e-6) / 1e9 / copy; };
     std::vector<int> vs;
