@@ -59,8 +59,6 @@
 #include "backend/cuda/mmvq.cuh"
 #include "lab.cuh"
 
-#define TM_TILE_B (16 * 144) /* one tile's super-block */
-
 /* mmvq_raw's fields from a super-block at p (global or shared: generic loads) */
 __device__ __forceinline__ void tm_load_sh(mmvq_raw &w, const uint8_t *p, int g, int t) {
 #pragma unroll
@@ -76,7 +74,7 @@ __device__ __forceinline__ void tm_load_sh(mmvq_raw &w, const uint8_t *p, int g,
  * production), dynamic shared memory tm_smem(D, ks); a.T = 1, a.y[0],
  * a.n_out[0] as production. Warp w takes super-blocks [w nsb / ks,
  * (w + 1) nsb / ks) of tile blockIdx.x, as k_mmvq at TL = 1. */
-static size_t tm_smem(int d, int ks) { return (size_t)ks * d * (TM_TILE_B + 16) + mmvq_smem_bytes(1, 1, ks); }
+static size_t tm_smem(int d, int ks) { return (size_t)ks * d * (Q4K_TM_SB + 16) + mmvq_smem_bytes(1, 1, ks); }
 
 template <int D>
 __global__ void __launch_bounds__(512, 1)
@@ -84,19 +82,19 @@ __global__ void __launch_bounds__(512, 1)
     extern __shared__ __align__(128) uint8_t tm_sh[];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
     const int nsb = (int)(a.in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
-    const uint8_t *tile = tmw + (size_t)blockIdx.x * nsb * TM_TILE_B;
+    const uint8_t *tile = tmw + (size_t)blockIdx.x * nsb * Q4K_TM_SB;
     /* per warp: D slots, then D mbarriers 16 bytes apart (slots stay 16-byte aligned for the bulk copies) */
-    float *part = (float *)(tm_sh + (size_t)ks * D * (TM_TILE_B + 16));
-    uint8_t *ring = tm_sh + (size_t)wp * D * (TM_TILE_B + 16);
-    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(ring + D * TM_TILE_B);
+    float *part = (float *)(tm_sh + (size_t)ks * D * (Q4K_TM_SB + 16));
+    uint8_t *ring = tm_sh + (size_t)wp * D * (Q4K_TM_SB + 16);
+    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(ring + D * Q4K_TM_SB);
     constexpr int DD = D > 0 ? D : 1;
     /* lane 0: super-block sb into slot (sb - sb0) % D */
     auto issue = [&](int sb) {
         const int s = (sb - sb0) % DD;
-        const uint32_t b = bar0 + 16 * s, dst = (uint32_t)__cvta_generic_to_shared(ring + s * TM_TILE_B);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(TM_TILE_B) : "memory");
+        const uint32_t b = bar0 + 16 * s, dst = (uint32_t)__cvta_generic_to_shared(ring + s * Q4K_TM_SB);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(Q4K_TM_SB) : "memory");
         asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     ::"r"(dst), "l"(tile + (size_t)sb * TM_TILE_B), "r"(TM_TILE_B), "r"(b)
+                     ::"r"(dst), "l"(tile + (size_t)sb * Q4K_TM_SB), "r"(Q4K_TM_SB), "r"(b)
                      : "memory");
     };
     mmvq_raw cur[1];
@@ -109,7 +107,7 @@ __global__ void __launch_bounds__(512, 1)
         }
         __syncwarp();
     } else if (sb0 < sb1) {
-        tm_load_sh(cur[0], tile + (size_t)sb0 * TM_TILE_B, g, t);
+        tm_load_sh(cur[0], tile + (size_t)sb0 * Q4K_TM_SB, g, t);
     }
     pdl_start();
     const float *S = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = S + (size_t)nsb * 8;
@@ -124,9 +122,9 @@ __global__ void __launch_bounds__(512, 1)
             if (lane == 0 && sb + D - 1 < sb1) issue(sb + D - 1);
             const uint32_t b = bar0 + 16 * s, par = (uint32_t)((it / DD) & 1);
             mbar_wait(b, par);
-            tm_load_sh(cur[0], ring + s * TM_TILE_B, g, t);
+            tm_load_sh(cur[0], ring + s * Q4K_TM_SB, g, t);
         } else if (sb > sb0) {
-            tm_load_sh(cur[0], tile + (size_t)sb * TM_TILE_B, g, t);
+            tm_load_sh(cur[0], tile + (size_t)sb * Q4K_TM_SB, g, t);
         }
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
         mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
@@ -142,7 +140,7 @@ __global__ void __launch_bounds__(512, 1)
 template <int D, class F, class I>
 __device__ __forceinline__ void cr_next(F issue, I i, I n, const uint8_t *ring, mmvq_raw &cur, int g, int t) {
     mmvq_ring_next<D>(issue, i, n);
-    tm_load_sh(cur, ring + (i % D) * TM_TILE_B, g, t);
+    tm_load_sh(cur, ring + (i % D) * Q4K_TM_SB, g, t);
 }
 
 /* k_cr<D, TMW>: a per-warp ring of D super-blocks in shared memory filled
@@ -152,7 +150,7 @@ __device__ __forceinline__ void cr_next(F issue, I i, I n, const uint8_t *ring, 
  * from the tile-major copy (TMW = 1: one 2,304-byte run). D - 1
  * super-blocks are in flight while one is multiplied. Launch contract as
  * k_tm; W is the file's matrix or the tile-major copy. */
-static size_t cr_smem(int d, int ks) { return (size_t)ks * d * TM_TILE_B + mmvq_smem_bytes(1, 1, ks); }
+static size_t cr_smem(int d, int ks) { return (size_t)ks * d * Q4K_TM_SB + mmvq_smem_bytes(1, 1, ks); }
 
 template <int D, int TMW>
 __global__ void __launch_bounds__(512, 1)
@@ -160,16 +158,16 @@ __global__ void __launch_bounds__(512, 1)
     extern __shared__ __align__(128) uint8_t cr_sh[];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
     const int nsb = (int)(a.in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
-    float *part = (float *)(cr_sh + (size_t)ks * D * TM_TILE_B);
-    uint8_t *ring = cr_sh + (size_t)wp * D * TM_TILE_B;
-    const uint8_t *tile = W + (size_t)blockIdx.x * nsb * TM_TILE_B;  /* TMW */
+    float *part = (float *)(cr_sh + (size_t)ks * D * Q4K_TM_SB);
+    uint8_t *ring = cr_sh + (size_t)wp * D * Q4K_TM_SB;
+    const uint8_t *tile = W + (size_t)blockIdx.x * nsb * Q4K_TM_SB;  /* TMW */
     const uint8_t *rows = W + (size_t)blockIdx.x * 16 * a.row_bytes; /* file */
     /* every lane: its chunks of super-block sb0 + i into slot i % D */
     auto issue = [&](int i) {
         const int sb = sb0 + i;
-        uint8_t *slot = ring + (i % D) * TM_TILE_B;
-        for (int c = lane; c < TM_TILE_B / 16; c += 32) {
-            const uint8_t *src = TMW ? tile + (size_t)sb * TM_TILE_B + 16 * c
+        uint8_t *slot = ring + (i % D) * Q4K_TM_SB;
+        for (int c = lane; c < Q4K_TM_SB / 16; c += 32) {
+            const uint8_t *src = TMW ? tile + (size_t)sb * Q4K_TM_SB + 16 * c
                                      : rows + (size_t)(c / 9) * a.row_bytes + (size_t)sb * 144 + 16 * (c % 9);
             const uint32_t dst = (uint32_t)__cvta_generic_to_shared(slot + 16 * c);
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
@@ -196,14 +194,13 @@ __global__ void __launch_bounds__(512, 1)
  * (128 bytes a row), then their qh (64), scales (16) and d (2), so that a
  * lane's 8-byte pieces are 8-byte aligned in shared memory (in the file a
  * 210-byte block starts 2-byte aligned). */
-#define TM6_SB 3360
 static uint8_t *tm6_repack(const uint8_t *w, int64_t n_out, int nsb) {
     const size_t rb = (size_t)nsb * 210;
     uint8_t *o = (uint8_t *)malloc(rb * (size_t)n_out);
     for (int64_t r = 0; r < n_out; r++)
         for (int sb = 0; sb < nsb; sb++) {
             const uint8_t *b = w + (size_t)r * rb + (size_t)sb * 210;
-            uint8_t *t = o + ((size_t)(r / 16) * nsb + sb) * TM6_SB;
+            uint8_t *t = o + ((size_t)(r / 16) * nsb + sb) * Q6K_TM_SB;
             const int i = (int)(r % 16);
             memcpy(t + 128 * i, b, 128);
             memcpy(t + 2048 + 64 * i, b + 128, 64);
@@ -241,7 +238,7 @@ __device__ __forceinline__ void tm6_load_sh(mmvq_raw6 &w, const uint8_t *p, int 
  * int8 Q6_K arithmetic of production's k_mmvq<Q6_K> at TL = 1 (mmvq_sb6),
  * so every output must be memcmp-equal to variant 0's. Launch contract as
  * k_cr. */
-static size_t cr6_smem(int d, int ks) { return (size_t)ks * d * TM6_SB + mmvq_smem_bytes(1, 1, ks); }
+static size_t cr6_smem(int d, int ks) { return (size_t)ks * d * Q6K_TM_SB + mmvq_smem_bytes(1, 1, ks); }
 
 template <int D, int INTACT>
 __global__ void __launch_bounds__(512, 1)
@@ -249,13 +246,13 @@ __global__ void __launch_bounds__(512, 1)
     extern __shared__ __align__(128) uint8_t cr6_sh[];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
     const int nsb = (int)(a.in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks, n = sb1 - sb0;
-    float *part = (float *)(cr6_sh + (size_t)ks * D * TM6_SB);
-    uint8_t *ring = cr6_sh + (size_t)wp * D * TM6_SB;
-    const uint8_t *tile = W + (size_t)blockIdx.x * nsb * TM6_SB;
+    float *part = (float *)(cr6_sh + (size_t)ks * D * Q6K_TM_SB);
+    uint8_t *ring = cr6_sh + (size_t)wp * D * Q6K_TM_SB;
+    const uint8_t *tile = W + (size_t)blockIdx.x * nsb * Q6K_TM_SB;
     auto issue = [&](int i) {
-        uint8_t *slot = ring + (i % D) * TM6_SB;
-        const uint8_t *src = tile + (size_t)(sb0 + i) * TM6_SB;
-        for (int c = lane; c < TM6_SB / 16; c += 32) {
+        uint8_t *slot = ring + (i % D) * Q6K_TM_SB;
+        const uint8_t *src = tile + (size_t)(sb0 + i) * Q6K_TM_SB;
+        for (int c = lane; c < Q6K_TM_SB / 16; c += 32) {
             const uint32_t dst = (uint32_t)__cvta_generic_to_shared(slot + 16 * c);
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src + 16 * c) : "memory");
         }
@@ -268,8 +265,8 @@ __global__ void __launch_bounds__(512, 1)
 #pragma unroll 1
     for (int i = 0; i < n; i++) {
         mmvq_ring_next<D>(issue, i, n);
-        if constexpr (INTACT) cur[0].load_sh(ring + (i % D) * TM6_SB, g, t);
-        else tm6_load_sh(cur[0], ring + (i % D) * TM6_SB, g, t);
+        if constexpr (INTACT) cur[0].load_sh(ring + (i % D) * Q6K_TM_SB, g, t);
+        else tm6_load_sh(cur[0], ring + (i % D) * Q6K_TM_SB, g, t);
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)(sb0 + i)};
         mmvq_sb6<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
     }
@@ -301,7 +298,7 @@ __global__ void __launch_bounds__(512, 1)
  * sk_smem(D); W the tile-major copy; T = 1; part >= tiles ks 128 floats;
  * cnt >= tiles ints, zero before the first launch. */
 #define SK_WARPS 4
-static size_t sk_smem(int d) { return (size_t)SK_WARPS * d * TM_TILE_B; }
+static size_t sk_smem(int d) { return (size_t)SK_WARPS * d * Q4K_TM_SB; }
 
 template <int D>
 __global__ void __launch_bounds__(32 * SK_WARPS) k_sk(mmv_args a, const uint8_t *__restrict__ W,
@@ -314,13 +311,13 @@ __global__ void __launch_bounds__(32 * SK_WARPS) k_sk(mmv_args a, const uint8_t 
     /* the first unit of segment s: tile s / ks, super-block (s % ks) nsb / ks */
     auto unit = [&](int64_t s) { return (s / ks) * nsb + (int)(s % ks) * nsb / ks; };
     const int64_t u0 = unit(s0), u1 = unit(s1);
-    uint8_t *ring = sk_sh + (size_t)wp * D * TM_TILE_B;
+    uint8_t *ring = sk_sh + (size_t)wp * D * Q4K_TM_SB;
     /* every lane: its chunks of unit u0 + i into slot i % D */
     auto issue = [&](int64_t i) {
-        uint8_t *slot = ring + (i % D) * TM_TILE_B;
-        for (int c = lane; c < TM_TILE_B / 16; c += 32) {
+        uint8_t *slot = ring + (i % D) * Q4K_TM_SB;
+        for (int c = lane; c < Q4K_TM_SB / 16; c += 32) {
             const uint32_t dst = (uint32_t)__cvta_generic_to_shared(slot + 16 * c);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(W + (u0 + i) * TM_TILE_B + 16 * c)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(W + (u0 + i) * Q4K_TM_SB + 16 * c)
                          : "memory");
         }
     };

@@ -853,10 +853,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                 uint8_t *raw = (XT ? rslot(kt) : st + WS_RW) + RAW * row + 16 * ch;
                 if (Q6K) { /* quarter q = kt % 4 of super-block kt / 4: ql[64 (q / 2) ..] (chunks 0-4), qh[32 (q / 2)
                             * ..] (5-7), the tail from byte 192 (8-9), each from the 16-byte boundary below */
-                    const uint8_t *b = w + 210 * (kt >> 2);
-                    if constexpr (TM)
-                        b = W + tm_row_off(TYPE, row_bytes, r0 + row < n_out ? r0 + row : 0, true) +
-                            Q6K_TM_SB * (kt >> 2);
+                    const uint8_t *b = TM ? W + tm_row_off(TYPE, row_bytes, r0 + row < n_out ? r0 + row : 0, true) +
+                                                Q6K_TM_SB * (kt >> 2)
+                                          : w + 210 * (kt >> 2);
                     const int n = (int)(kt >> 1) & 1, rc = ch < 5 ? ch : ch < 8 ? ch - 5 : ch - 8;
                     const uint8_t *run = ch < 5 ? b + 64 * n : ch < 8 ? b + 128 + 32 * n : b + 192;
                     mmv_cp16(raw, (const uint8_t *)((uintptr_t)run & ~(uintptr_t)15) + 16 * rc);
@@ -889,10 +888,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             if (Q6K) {
                 /* the three runs sit at one offset o from their 16-byte boundaries (64 n, 128 + 32 n, 192 are
                  * multiples of 16); o is even (210 and the row bytes are) */
-                const int q = (int)(kt & 3), hs = q & 1;
-                int o = (int)((uintptr_t)(wrow + 210 * (kt >> 2)) & 15);
-                if constexpr (TM) /* tiles and tile super-blocks start 16-byte aligned: the row's place in its tile */
-                    o = (int)((((wok ? r0 + i : 0) & 15) * 210) & 15);
+                /* tile-major: tiles and tile super-blocks start 16-byte aligned, o is the row's place in its tile */
+                const int q = (int)(kt & 3), hs = q & 1,
+                          o = TM ? (int)((((wok ? r0 + i : 0) & 15) * 210) & 15)
+                                 : (int)((uintptr_t)(wrow + 210 * (kt >> 2)) & 15);
                 const uint32_t *rq = (const uint32_t *)raw, *rh = (const uint32_t *)(raw + 80),
                                *rt = (const uint32_t *)(raw + 128);
                 auto w32 = [&](const uint32_t *r, int off) { /* the 4 bytes at byte off (even) of a run */

@@ -204,11 +204,8 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
     cuda_impl *c = cuda_of(be);
     if (path == 5 || mmvq_takes(a->T, a->in)) {
         const uint32_t type = path == 5 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
-        const cudaError_t e = prep ? mmvq_launch(type, *a, c->mq, st, cuda_sm90, c->sm_count)
-                              : type == MEMRA_TYPE_Q6_K
-                                  ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(*a, c->mq, st, cuda_sm90, c->sm_count)
-                                  : mmvq_launch_t<MEMRA_TYPE_Q4_K>(*a, c->mq, st, cuda_sm90, c->sm_count);
-        return cuda_check(be, e, path == 5 ? "matmul: mmvq q6_k" : "matmul: mmvq");
+        return cuda_check(be, mmvq_launch(type, *a, c->mq, st, cuda_sm90, c->sm_count, prep),
+                          path == 5 ? "matmul: mmvq q6_k" : "matmul: mmvq");
     }
     mmv_launch(*a, st);
     return CUDA_LAUNCHED(be, "matmul: mmv");

@@ -185,12 +185,8 @@ __device__ __forceinline__ void mmvg_q6k_pair(int nsb, int ks, int64_t NR, int t
                 for (int tl = 0; tl < 2; tl++)
 #pragma unroll
                     for (int r = 0; r < 2; r++) {
-                        if constexpr (TM) {
-                            const uint8_t *b = rows[tl][r] + (int64_t)c * Q6K_TM_SB;
-                            mmv6_load(cur[tl][r], b, tig, ((uintptr_t)b & 2) == 0);
-                        } else {
-                            mmv6_load(cur[tl][r], rows[tl][r] + (int64_t)c * 210, tig, (c & 1) == 0);
-                        }
+                        const uint8_t *b = rows[tl][r] + (int64_t)c * tm_sb_stride(MEMRA_TYPE_Q6_K, TM);
+                        mmv6_load(cur[tl][r], b, tig, TM ? ((uintptr_t)b & 2) == 0 : (c & 1) == 0);
                     }
         },
         [&](int c, const uint32_t *sg, const float *sinv, float (&acc)[2][NG][2]) {
@@ -276,8 +272,7 @@ __global__ void __launch_bounds__(32 * W, 2) k_mmv6g(mmv_args a, const uint32_t 
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int64_t row = tile0 + 16 * tl + gid + 8 * r;
-            rows[tl][r] = a.W[wi] + (TM ? tm_row_off(MEMRA_TYPE_Q6_K, a.row_bytes, row < nrow ? row : nrow - 1, true)
-                                        : (row < nrow ? row : nrow - 1) * (int64_t)a.row_bytes);
+            rows[tl][r] = a.W[wi] + tm_row_off(MEMRA_TYPE_Q6_K, a.row_bytes, row < nrow ? row : nrow - 1, TM);
         }
     const bool live = tile0 < nrow;
     float tot[2][NG][2];

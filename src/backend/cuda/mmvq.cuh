@@ -522,6 +522,19 @@ __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4]
         }
 }
 
+/* A raw super-block's type by the weight type, and mmvq_sb or mmvq_sb6 by
+ * the raw type (k_mmvq, k_mmvq_tm and k_mmvq_tm2 take either) */
+template <int TYPE>
+using mmvq_raw_t = typename std::conditional<TYPE == MEMRA_TYPE_Q6_K, mmvq_raw6, mmvq_raw>::type;
+
+template <int NP, class SRC, int TL, class R>
+__device__ __forceinline__ void mmvq_sb_raw(const R *w, float (*acc)[NP][4], const SRC &src, int T, int g, int t) {
+    if constexpr (std::is_same<R, mmvq_raw6>::value)
+        mmvq_sb6<NP, SRC, TL>(w, acc, src, T, g, t);
+    else
+        mmvq_sb<NP, SRC, TL>(w, acc, src, T, g, t);
+}
+
 /* The block's TL 16-row tiles (TL = 2, k_mmv's mapping: block b of weight
  * wi owns rows 32 (b - blk0[wi]) .. + 31, or for swiglu rows 16 (b -
  * blk0[0]) .. + 15 of gate (tile 0) and up (tile 1); TL = 1: rows 16 (b -
@@ -639,8 +652,7 @@ static inline size_t mmvq_smem_bytes(int np, int tl, int ks) { return (size_t)ks
 
 template <int TYPE, int NP, int TL, int MINB>
 __global__ void __launch_bounds__(32 * MMV_KS_MAX, MINB) k_mmvq(mmv_args a, const uint8_t *__restrict__ buf) {
-    constexpr bool Q6 = TYPE == MEMRA_TYPE_Q6_K;
-    using raw = typename std::conditional<Q6, mmvq_raw6, mmvq_raw>::type;
+    using raw = mmvq_raw_t<TYPE>;
     extern __shared__ __align__(16) float mq_part[]; /* [ks][TL][NP][16][8] */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
@@ -668,10 +680,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, MINB) k_mmvq(mmv_args a, cons
 #pragma unroll
             for (int tl = 0; tl < TL; tl++) cur[tl].load(rows[tl][0], rows[tl][1], sb, t);
         const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
-        if constexpr (Q6)
-            mmvq_sb6<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
-        else
-            mmvq_sb<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
+        mmvq_sb_raw<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
     }
     pdl_trigger();
     mmvq_finish<NP, TL>(acc, mq_part, a, wi, rbase, nrow, nullptr);
@@ -816,9 +825,8 @@ __device__ __forceinline__ void mmvq_ring_next(F issue, I i, I n) {
  * arithmetic, so k_mmvq<Q6_K>'s bits on the file's layout. */
 template <int NP, int TL, int MINB, int D, int MAXT = 32 * MMV_KS_MAX, int TYPE = MEMRA_TYPE_Q4_K>
 __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_t *__restrict__ buf) {
-    constexpr bool Q6 = TYPE == MEMRA_TYPE_Q6_K;
-    constexpr int SBB = Q6 ? Q6K_TM_SB : Q4K_TM_SB; /* a tile's super-block */
-    using raw = typename std::conditional<Q6, mmvq_raw6, mmvq_raw>::type;
+    constexpr int SBB = (int)tm_sb_stride(TYPE, true); /* a tile's super-block */
+    using raw = mmvq_raw_t<TYPE>;
     extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][TL][SBB] rings, then [ks][TL][NP][16][8] floats */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
@@ -869,10 +877,7 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
 #pragma unroll
         for (int tl = 0; tl < TL; tl++) cur[tl].load_sh(slot + tl * SBB, g, t);
         const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
-        if constexpr (Q6)
-            mmvq_sb6<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
-        else
-            mmvq_sb<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
+        mmvq_sb_raw<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
     }
     pdl_trigger();
     int64_t rbase[TL], nrow[TL]; /* only now: fewer registers held over the loop */
@@ -901,9 +906,8 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
  * opt-in (MEMRA_MMVQ_TM2_Q6=1) until measured. */
 template <int NP, int D, int TYPE = MEMRA_TYPE_Q4_K>
 __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, const uint8_t *__restrict__ buf) {
-    constexpr bool Q6 = TYPE == MEMRA_TYPE_Q6_K;
-    constexpr int SBB = Q6 ? Q6K_TM_SB : Q4K_TM_SB; /* a tile's super-block */
-    using raw = typename std::conditional<Q6, mmvq_raw6, mmvq_raw>::type;
+    constexpr int SBB = (int)tm_sb_stride(TYPE, true); /* a tile's super-block */
+    using raw = mmvq_raw_t<TYPE>;
     extern __shared__ __align__(16) uint8_t mt_sh[]; /* [W][D][SBB] rings, then [2 W][NP][16][8] floats */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int W = blockDim.x >> 5, ks = 2 * W;
@@ -933,10 +937,7 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
         mmvq_ring_next<D>(issue, i, n);
         cur[0].load_sh(ring + (i % D) * SBB, g, t);
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb_of(i)};
-        if constexpr (Q6)
-            mmvq_sb6<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
-        else
-            mmvq_sb<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
+        mmvq_sb_raw<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
     };
 #pragma unroll 1
     for (int i = 0; i < na; i++) step(i, acc[0]);
@@ -1116,10 +1117,12 @@ static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaSt
 }
 
 static inline cudaError_t mmvq_launch(uint32_t type, const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl,
-                                      int sms) {
-    mmvq_prep_launch(a.x, a.nw, a.eps, a.in, a.T, buf, s);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
+                                      int sms, bool prep = true) {
+    if (prep) { /* prep = false: buf holds this x's planes already (matmul.cu's shared prep) */
+        mmvq_prep_launch(a.x, a.nw, a.eps, a.in, a.T, buf, s);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
     return type == MEMRA_TYPE_Q6_K ? mmvq_launch_t<MEMRA_TYPE_Q6_K>(a, buf, s, pdl, sms)
                                    : mmvq_launch_t<MEMRA_TYPE_Q4_K>(a, buf, s, pdl, sms);
 }
