@@ -818,6 +818,26 @@ __device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *
     }
 }
 
+/* ASH (k_mmvq_tm, k_mmvq_tm2): every lane its share of super-block sb's
+ * activations for T <= 2 tokens (the prep's output in buf) into the
+ * activation slot as, in mmvq_asrc's layout: per token 48 16-byte limb
+ * chunks (chunk r: limb r / 16, lane group (r / 4) % 4, word r % 4), 2 of
+ * S, 4 bytes of 2^-e. */
+__device__ __forceinline__ void mmvq_act_issue(uint8_t *as, const uint8_t *buf, int nsb, int sb, int T, int lane) {
+    const float *S = (const float *)(buf + (size_t)T * nsb * MQ_SB_B), *sinv = S + (size_t)T * nsb * 8;
+    for (int c = lane; c < 51 * T; c += 32) {
+        const int tok = c >= 51, r = c - 51 * tok;
+        uint8_t *d = as + tok * MQA_TOK_B;
+        const size_t ts = (size_t)tok * nsb + sb;
+        if (r < 48)
+            mmv_cp16(d + (r >> 4) * MQA_LIMB_B + ((r >> 2) & 3) * MQA_T_B + 16 * (r & 3), buf + ts * MQ_SB_B + 16 * r);
+        else if (r < 50)
+            mmv_cp16(d + MQA_S_OFF + 16 * (r - 48), S + ts * 8 + 4 * (r - 48));
+        else
+            mmv_cp4(d + MQA_SINV_OFF, sinv + ts);
+    }
+}
+
 /* A warp's cp.async ring of D slots over its n super-blocks (relative
  * index i; issue(i) has every lane copy its chunks of the i-th into slot i %
  * D): mmvq_ring_start puts 0 .. D - 2 in flight (one commit group each,
@@ -902,24 +922,7 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
     uint8_t *aring = nullptr; /* ASH: this warp's activation slots, after the partials */
     if constexpr (ASH)
         aring = mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, TL, SBB) + mmvq_smem_bytes(NP, TL, ks) + (size_t)wp * D * AB;
-    /* ASH: every lane its share of super-block sb0 + i's activations into activation slot i % D: per token 48
-     * 16-byte limb chunks (chunk r: limb r / 16, lane group (r / 4) % 4, word r % 4), 2 of S, 4 bytes of 2^-e */
-    auto issue_a = [&](int i) {
-        const size_t sb = (size_t)(sb0 + i);
-        uint8_t *as = aring + (i % D) * AB;
-        for (int c = lane; c < 51 * a.T; c += 32) {
-            const int tok = c >= 51, r = c - 51 * tok;
-            uint8_t *d = as + tok * MQA_TOK_B;
-            const size_t ts = (size_t)tok * nsb + sb;
-            if (r < 48)
-                mmv_cp16(d + (r >> 4) * MQA_LIMB_B + ((r >> 2) & 3) * MQA_T_B + 16 * (r & 3),
-                         planes + ts * MQ_SB_B + 16 * r);
-            else if (r < 50)
-                mmv_cp16(d + MQA_S_OFF + 16 * (r - 48), S + ts * 8 + 4 * (r - 48));
-            else
-                mmv_cp4(d + MQA_SINV_OFF, sinv + ts);
-        }
-    };
+    auto issue_a = [&](int i) { mmvq_act_issue(aring + (i % D) * AB, buf, nsb, sb0 + i, a.T, lane); };
     if constexpr (ASH)
 #pragma unroll
         for (int k = 0; k < D - 1; k++) { /* one group each, after the weights' (mmvq_ring_start) */
@@ -975,12 +978,16 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
  * 107.6 / 107.6 tok/s (+2%). On by default where mmvq_tm2_use says;
  * MEMRA_MMVQ_TM2=0 turns it off. TYPE = Q6_K (27b's other ffn_down layers,
  * tile-major since 2026-12-06g): mmvq_raw6 and mmvq_sb6 as in k_mmvq_tm,
- * opt-in (MEMRA_MMVQ_TM2_Q6=1) until measured. */
-template <int NP, int D, int TYPE = MEMRA_TYPE_Q4_K>
+ * opt-in (MEMRA_MMVQ_TM2_Q6=1) until measured. ASH: k_mmvq_tm's (the
+ * activations through the ring; the first D - 1 of the first range's after
+ * the wait for the prep, the rest with their weights). */
+template <int NP, int D, int TYPE = MEMRA_TYPE_Q4_K, bool ASH = false>
 __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, const uint8_t *__restrict__ buf) {
+    static_assert(!ASH || NP == 1, "ASH: T <= 2");
     constexpr int SBB = (int)tm_sb_stride(TYPE, true); /* a tile's super-block */
+    constexpr int AB = 2 * MQA_TOK_B;                  /* ASH: an activation slot (two tokens) */
     using raw = mmvq_raw_t<TYPE>;
-    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [W][D][SBB] rings, then [2 W][NP][16][8] floats */
+    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [W][D][SBB] rings, [2 W][NP][16][8] floats, ASH rings */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int W = blockDim.x >> 5, ks = 2 * W;
     const uint8_t *hb[1][2];
@@ -999,6 +1006,20 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
     mmvq_ring_start<D>(issue, n);
     pdl_start();
     const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
+    uint8_t *aring = nullptr; /* ASH (as k_mmvq_tm's): this warp's activation slots, after the partials */
+    if constexpr (ASH)
+        aring = mt_sh + (size_t)W * mmvq_tm_warp_bytes(D, 1, SBB) + mmvq_smem_bytes(NP, 1, ks) + (size_t)wp * D * AB;
+    auto issue_a = [&](int i) { mmvq_act_issue(aring + (i % D) * AB, buf, nsb, sb_of(i), a.T, lane); };
+    if constexpr (ASH)
+#pragma unroll
+        for (int k = 0; k < D - 1; k++) {
+            if (k < n) issue_a(k);
+            mmv_cp_commit();
+        }
+    auto issue_wa = [&](int i) {
+        issue(i);
+        if constexpr (ASH) issue_a(i);
+    };
     float acc[2][1][NP][4];
 #pragma unroll
     for (int r = 0; r < 2; r++)
@@ -1006,10 +1027,15 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
         for (int p = 0; p < NP; p++) acc[r][0][p][0] = acc[r][0][p][1] = acc[r][0][p][2] = acc[r][0][p][3] = 0.0f;
     raw cur[1];
     auto step = [&](int i, float (*ac)[NP][4]) {
-        mmvq_ring_next<D>(issue, i, n);
+        mmvq_ring_next<D>(issue_wa, i, n);
         cur[0].load_sh(ring + (i % D) * SBB, g, t);
-        const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb_of(i)};
-        mmvq_sb_raw<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
+        if constexpr (ASH) {
+            const mmvq_asrc src{aring + (i % D) * AB};
+            mmvq_sb_raw<NP, mmvq_asrc, 1>(cur, ac, src, a.T, g, t);
+        } else {
+            const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb_of(i)};
+            mmvq_sb_raw<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
+        }
     };
 #pragma unroll 1
     for (int i = 0; i < na; i++) step(i, acc[0]);
@@ -1116,6 +1142,17 @@ static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStr
                                                      mmvq_smem_bytes(NP, TL, MMV_KS_MAX));
 }
 
+/* k_mmvq_tm2's launch for a K split of ks (blocks of ks / 2 warps) */
+template <int TYPE, int D, bool ASH>
+static cudaError_t mmvq_launch_tm2(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
+    constexpr int SBB = (int)tm_sb_stride(TYPE, true);
+    auto bytes = [](int k) {
+        return (size_t)(k / 2) * mmvq_tm_warp_bytes(D, 1, SBB) + mmvq_smem_bytes(1, 1, k) +
+               (ASH ? (size_t)(k / 2) * D * 2 * MQA_TOK_B : 0);
+    };
+    return mmvq_launch_k<k_mmvq_tm2<1, D, TYPE, ASH>>(a, buf, s, ks / 2, pdl, bytes(ks), bytes(MMV_KS_MAX));
+}
+
 /* Tiles per warp: TL = 1 except for swiglu pairs, whose gate and up tiles
  * share a warp (TL = 2). H200, decode tok/s, the three settings interleaved
  * on one machine (bench/results/2026-12-03f-h200.md): 9b q4_k_m 278-279
@@ -1174,23 +1211,15 @@ static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaSt
         mmv_args a = a0;
         mmvq_blocks1(&a);
         const int ks = mmvq_ks(nsb, a.blk0[4], sms);
-        if constexpr (TYPE == MEMRA_TYPE_Q4_K)
-            if (mmvq_tm2_use(TYPE, a, ks, sms)) {
-                const int d = mmvq_tm_d(nsb, ks, 1);
-                const size_t sm = (size_t)(ks / 2) * mmvq_tm_warp_bytes(d, 1) + mmvq_smem_bytes(1, 1, ks);
-                const size_t smax =
-                    (size_t)(MMV_KS_MAX / 2) * mmvq_tm_warp_bytes(4, 1) + mmvq_smem_bytes(1, 1, MMV_KS_MAX);
-                return d == 4 ? mmvq_launch_k<k_mmvq_tm2<1, 4>>(a, buf, s, ks / 2, pdl, sm, smax)
-                              : mmvq_launch_k<k_mmvq_tm2<1, MMVQ_TM_D>>(a, buf, s, ks / 2, pdl, sm, smax);
-            }
-        if constexpr (TYPE == MEMRA_TYPE_Q6_K)
-            if (mmvq_tm2_use(TYPE, a, ks, sms)) { /* a ring of 2, as k_mmvq_tm's for Q6_K */
-                const size_t sm = (size_t)(ks / 2) * mmvq_tm_warp_bytes(MMVQ_TM_D, 1, Q6K_TM_SB) +
-                                  mmvq_smem_bytes(1, 1, ks);
-                const size_t smax = (size_t)(MMV_KS_MAX / 2) * mmvq_tm_warp_bytes(MMVQ_TM_D, 1, Q6K_TM_SB) +
-                                    mmvq_smem_bytes(1, 1, MMV_KS_MAX);
-                return mmvq_launch_k<k_mmvq_tm2<1, MMVQ_TM_D, TYPE>>(a, buf, s, ks / 2, pdl, sm, smax);
-            }
+        if (mmvq_tm2_use(TYPE, a, ks, sms)) { /* Q4_K: mmvq_tm_d's ring; Q6_K: 2, as k_mmvq_tm's */
+            const bool ash = mmvq_ash();
+            if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+                if (mmvq_tm_d(nsb, ks, 1) == 4)
+                    return ash ? mmvq_launch_tm2<TYPE, 4, true>(a, buf, s, ks, pdl)
+                               : mmvq_launch_tm2<TYPE, 4, false>(a, buf, s, ks, pdl);
+            return ash ? mmvq_launch_tm2<TYPE, MMVQ_TM_D, true>(a, buf, s, ks, pdl)
+                       : mmvq_launch_tm2<TYPE, MMVQ_TM_D, false>(a, buf, s, ks, pdl);
+        }
         if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl);
         if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl);
         if (a.T <= 8) return mmvq_launch_np<TYPE, 4, 1, 1>(a, buf, s, ks, pdl);
