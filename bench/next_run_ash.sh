@@ -5,7 +5,8 @@
 #      MEMRA_MMVQ_TM2_Q6=1 (k_mmvq_tm2 for 27b's tile-major Q6_K ffn_down), both written without a GPU;
 #   2. per model (27b, 9b, 35b-a3b q4_k_m): logits of 66 tokens (eval --all: a chunk of 64, then T = 2) under both
 #      switches cmp-equal to the default (each moves no bit by design); decode@0 A/B, two interleaved rounds:
-#      27b [-, ASH, TM2_Q6, both], 9b [-, ASH, MEMRA_MMVQ_TL=1, ASH + TL=1], 35b-a3b [-, ASH];
+#      27b [-, ASH, TM2_Q6, both], 9b [-, ASH, MEMRA_MMVQ_TL=1, ASH + TL=1, MEMRA_DIAG_NOPREP=1 (no preps: wrong
+#      results, bounds what they cost)], 35b-a3b [-, ASH];
 #   3. the table: decode@0 and prefill 512 of 9b q4_k_m, 9b q8_0, 27b q4_k_m, 35b-a3b q4_k_m, default switches.
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-420}
@@ -24,7 +25,7 @@ grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head -20
 echo "t=$(( $(date +%s) - T0 ))"
 TOK=$(python3 -c "import random; random.seed(7); print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
 for mv in "27b|- MEMRA_MMVQ_ASH=1 MEMRA_MMVQ_TM2_Q6=1 MEMRA_MMVQ_ASH=1,MEMRA_MMVQ_TM2_Q6=1" \
-          "9b|- MEMRA_MMVQ_ASH=1 MEMRA_MMVQ_TL=1 MEMRA_MMVQ_ASH=1,MEMRA_MMVQ_TL=1" "35b-a3b|- MEMRA_MMVQ_ASH=1"; do
+          "9b|- MEMRA_MMVQ_ASH=1 MEMRA_MMVQ_TL=1 MEMRA_MMVQ_ASH=1,MEMRA_MMVQ_TL=1 MEMRA_DIAG_NOPREP=1" "35b-a3b|- MEMRA_MMVQ_ASH=1"; do
   m=${mv%%|*} vs=${mv#*|}
   left 100 || break
   f=/tmp/ab-$m.gguf
