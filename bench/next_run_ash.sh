@@ -23,7 +23,8 @@ timeout 60 env $NEW $B gate model --backend cuda --fixtures tests/data --fixture
 echo "gate model rc=$?"
 grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head -20
 echo "t=$(( $(date +%s) - T0 ))"
-TOK=$(python3 -c "import random; random.seed(7); print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
+TOK=$(python3 -c "import random; random.seed(7)
+print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
 V27="- MEMRA_MMVQ_ASH=1 MEMRA_MMVQ_TM2_Q6=1 MEMRA_MMVQ_ASH=1,MEMRA_MMVQ_TM2_Q6=1"
 V9="- MEMRA_MMVQ_ASH=1 MEMRA_MMVQ_TL=1 MEMRA_MMVQ_ASH=1,MEMRA_MMVQ_TL=1 MEMRA_DIAG_NOPREP=1"
 for mv in "27b|$V27" "9b|$V9" "35b-a3b|- MEMRA_MMVQ_ASH=1"; do
