@@ -207,17 +207,9 @@ __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restrict__ x, 
     mmvq_prep_sb(u0, u1, w0, w1, nw != nullptr, inv, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts);
 }
 
-/* k_mmvq_prep's launch for T tokens of rows of `in`. MEMRA_DIAG_NOPREP=1
- * launches none, so every int8 matvec reads stale planes: WRONG RESULTS, a
- * diagnostic that bounds what the preps cost a decode step (bench only). */
+/* k_mmvq_prep's launch for T tokens of rows of `in` */
 static inline void mmvq_prep_launch(const float *x, const float *nw, float eps, int64_t in, int T, uint8_t *buf,
                                     cudaStream_t s) {
-    static int skip = -1;
-    if (skip < 0) {
-        const char *e = getenv("MEMRA_DIAG_NOPREP");
-        skip = e && !strcmp(e, "1");
-    }
-    if (skip) return;
     cuda_launch(k_mmvq_prep, dim3((unsigned)((in / 256 + 7) / 8), (unsigned)T), 256, 0, s, x, nw, eps, in, T, buf);
 }
 
