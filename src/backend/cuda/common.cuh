@@ -282,12 +282,6 @@ __device__ __forceinline__ void mmv_cp16(void *sdst, const void *gsrc) {
                  "l"(gsrc)
                  : "memory");
 }
-/* 4-byte cp.async (through L1: .cg takes 16 bytes only) */
-__device__ __forceinline__ void mmv_cp4(void *sdst, const void *gsrc) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((uint32_t)__cvta_generic_to_shared(sdst)),
-                 "l"(gsrc)
-                 : "memory");
-}
 __device__ __forceinline__ void mmv_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void mmv_cp_wait(void) {

@@ -257,28 +257,6 @@ struct mmvq_gsrc {
     __device__ __forceinline__ float s(int tok, int j) const { return __ldg(S + (tok * nsb + sb) * 8 + j); }
 };
 
-/* mmvq_sb's activations from a ring slot in shared memory (k_mmvq_tm's
- * ASH form): token tok at MQA_TOK_B tok, its limb planes at MQA_LIMB_B limb
- * with lane group t's 64 bytes at MQA_T_B t (padded from 256 and 64: the
- * lanes of a quarter warp read 8 distinct 16-byte bank groups), S_0..7 at
- * MQA_S_OFF, 2^-e at MQA_SINV_OFF. The same values as mmvq_gsrc's. */
-#define MQA_T_B 80
-#define MQA_LIMB_B 320
-#define MQA_S_OFF 960
-#define MQA_SINV_OFF 992
-#define MQA_TOK_B 1088 /* = 64 mod 128: token 1's limb 0 off token 0's limb 2 banks */
-struct mmvq_asrc {
-    const uint8_t *a;
-    __device__ __forceinline__ const uint4 *limbs(int tok, int limb, int t) const {
-        return (const uint4 *)(a + tok * MQA_TOK_B + limb * MQA_LIMB_B + t * MQA_T_B);
-    }
-    __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
-    __device__ __forceinline__ float sx(int tok) const { return *(const float *)(a + tok * MQA_TOK_B + MQA_SINV_OFF); }
-    __device__ __forceinline__ float s(int tok, int j) const {
-        return ((const float *)(a + tok * MQA_TOK_B + MQA_S_OFF))[j];
-    }
-};
-
 /* Lane (g, t)'s B column of each token pair p: token 2 p + g / 3, limb
  * g % 3 (g < 6; else nullptr), and 2^-e of its C columns 2 t, 2 t + 1 (0
  * for the unused ones): what mmvq_sb and mmvq_sb6 read of src. */
@@ -670,9 +648,7 @@ __device__ __forceinline__ void mmvq_finish(const float (*acc)[NP][4], float *pa
  * MINB: the launch bound's blocks of 256 per SM (registers <= 256 / MINB;
  * 3 and 4 at TL = 1 spilled and did not help). Neither changes a bit: a
  * row's arithmetic and order depend on its length only. */
-__host__ __device__ static constexpr size_t mmvq_smem_bytes(int np, int tl, int ks) {
-    return (size_t)ks * tl * np * 16 * 8 * sizeof(float);
-}
+static inline size_t mmvq_smem_bytes(int np, int tl, int ks) { return (size_t)ks * tl * np * 16 * 8 * sizeof(float); }
 
 template <int TYPE, int NP, int TL, int MINB>
 __global__ void __launch_bounds__(32 * MMV_KS_MAX, MINB) k_mmvq(mmv_args a, const uint8_t *__restrict__ buf) {
@@ -772,9 +748,8 @@ static inline int mmvq_tm_d(int nsb, int ks, int tl) {
  * rings, then mmvq_finish's partials (apart: a warp may still read its ring
  * while another writes its partials). */
 __host__ __device__ static constexpr int mmvq_tm_warp_bytes(int d, int tl, int sbb = Q4K_TM_SB) { return d * tl * sbb; }
-static inline size_t mmvq_tm_smem_bytes(int d, int np, int tl, int ks, int sbb = Q4K_TM_SB, bool ash = false) {
-    return (size_t)ks * mmvq_tm_warp_bytes(d, tl, sbb) + mmvq_smem_bytes(np, tl, ks) +
-           (ash ? (size_t)ks * d * 2 * np * MQA_TOK_B : 0);
+static inline size_t mmvq_tm_smem_bytes(int d, int np, int tl, int ks, int sbb = Q4K_TM_SB) {
+    return (size_t)ks * mmvq_tm_warp_bytes(d, tl, sbb) + mmvq_smem_bytes(np, tl, ks);
 }
 
 /* The block's tiles as mmvq_tiles sets them (rbase, nrow, the return
@@ -818,26 +793,6 @@ __device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *
     }
 }
 
-/* ASH (k_mmvq_tm, k_mmvq_tm2): every lane its share of super-block sb's
- * activations for T <= 2 tokens (the prep's output in buf) into the
- * activation slot as, in mmvq_asrc's layout: per token 48 16-byte limb
- * chunks (chunk r: limb r / 16, lane group (r / 4) % 4, word r % 4), 2 of
- * S, 4 bytes of 2^-e. */
-__device__ __forceinline__ void mmvq_act_issue(uint8_t *as, const uint8_t *buf, int nsb, int sb, int T, int lane) {
-    const float *S = (const float *)(buf + (size_t)T * nsb * MQ_SB_B), *sinv = S + (size_t)T * nsb * 8;
-    for (int c = lane; c < 51 * T; c += 32) {
-        const int tok = c >= 51, r = c - 51 * tok;
-        uint8_t *d = as + tok * MQA_TOK_B;
-        const size_t ts = (size_t)tok * nsb + sb;
-        if (r < 48)
-            mmv_cp16(d + (r >> 4) * MQA_LIMB_B + ((r >> 2) & 3) * MQA_T_B + 16 * (r & 3), buf + ts * MQ_SB_B + 16 * r);
-        else if (r < 50)
-            mmv_cp16(d + MQA_S_OFF + 16 * (r - 48), S + ts * 8 + 4 * (r - 48));
-        else
-            mmv_cp4(d + MQA_SINV_OFF, sinv + ts);
-    }
-}
-
 /* A warp's cp.async ring of D slots over its n super-blocks (relative
  * index i; issue(i) has every lane copy its chunks of the i-th into slot i %
  * D): mmvq_ring_start puts 0 .. D - 2 in flight (one commit group each,
@@ -863,27 +818,16 @@ __device__ __forceinline__ void mmvq_ring_next(F issue, I i, I n) {
 
 /* Launch contract: k_mmvq's (grid, block 32 ks, buf, T <= 2 NP, TL,
  * MINB) for TYPE = Q4_K or Q6_K with every a.W tile-major; dynamic shared
- * memory mmvq_tm_smem_bytes(D, NP, TL, ks, SBB, ASH). Warp w: tile(s) as
+ * memory mmvq_tm_smem_bytes(D, NP, TL, ks, SBB). Warp w: tile(s) as
  * k_mmvq, super-blocks [w nsb / ks, (w + 1) nsb / ks) through its ring of
  * D slots. Q6_K (the lab's k_cr6<D, 1>): slots of 3,360 bytes, the rows'
  * 210-byte blocks read from them by mmvq_raw6::load_sh, mmvq_sb6's
- * arithmetic, so k_mmvq<Q6_K>'s bits on the file's layout.
- * ASH (NP = 1 only): the super-block's activations (the prep's limbs, S and
- * 2^-e of the T <= 2 tokens) ride the same ring, a second slot array after
- * the partials ([ks][D][2][MQA_TOK_B], mmvq_asrc's layout), so a
- * super-block's step waits for no L2 round trip of its own: without it,
- * mmvq_gsrc's loads are issued after the ring's wait and their latency is
- * in every step. Those of the first D - 1 super-blocks go out after the
- * wait for the prep, one commit group each, so the ring's wait for all but
- * D - 1 groups still covers super-block i's weights and activations. The
- * same values through the same arithmetic: the same bits. */
-template <int NP, int TL, int MINB, int D, int MAXT = 32 * MMV_KS_MAX, int TYPE = MEMRA_TYPE_Q4_K, bool ASH = false>
+ * arithmetic, so k_mmvq<Q6_K>'s bits on the file's layout. */
+template <int NP, int TL, int MINB, int D, int MAXT = 32 * MMV_KS_MAX, int TYPE = MEMRA_TYPE_Q4_K>
 __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_t *__restrict__ buf) {
-    static_assert(!ASH || NP == 1, "ASH: T <= 2");
     constexpr int SBB = (int)tm_sb_stride(TYPE, true); /* a tile's super-block */
-    constexpr int AB = 2 * MQA_TOK_B;                  /* ASH: an activation slot (two tokens) */
     using raw = mmvq_raw_t<TYPE>;
-    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][TL][SBB] rings, [ks][TL][NP][16][8] floats, ASH rings */
+    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][TL][SBB] rings, then [ks][TL][NP][16][8] floats */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
     const uint8_t *hb[TL][2];
@@ -919,20 +863,6 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
     pdl_start();
     const uint8_t *planes = buf;
     const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
-    uint8_t *aring = nullptr; /* ASH: this warp's activation slots, after the partials */
-    if constexpr (ASH)
-        aring = mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, TL, SBB) + mmvq_smem_bytes(NP, TL, ks) + (size_t)wp * D * AB;
-    auto issue_a = [&](int i) { mmvq_act_issue(aring + (i % D) * AB, buf, nsb, sb0 + i, a.T, lane); };
-    if constexpr (ASH)
-#pragma unroll
-        for (int k = 0; k < D - 1; k++) { /* one group each, after the weights' (mmvq_ring_start) */
-            if (k < n) issue_a(k);
-            mmv_cp_commit();
-        }
-    auto issue_wa = [&](int i) {
-        issue(i);
-        if constexpr (ASH) issue_a(i);
-    };
     float acc[TL][NP][4];
 #pragma unroll
     for (int tl = 0; tl < TL; tl++)
@@ -942,17 +872,12 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
 #pragma unroll 1
     for (int sb = sb0; sb < sb1; sb++) {
         const int i = sb - sb0;
-        mmvq_ring_next<D>(issue_wa, i, n);
+        mmvq_ring_next<D>(issue, i, n);
         const uint8_t *slot = ring + (i % D) * (TL * SBB);
 #pragma unroll
         for (int tl = 0; tl < TL; tl++) cur[tl].load_sh(slot + tl * SBB, g, t);
-        if constexpr (ASH) {
-            const mmvq_asrc src{aring + (i % D) * AB};
-            mmvq_sb_raw<NP, mmvq_asrc, TL>(cur, acc, src, a.T, g, t);
-        } else {
-            const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
-            mmvq_sb_raw<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
-        }
+        const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
+        mmvq_sb_raw<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
     }
     pdl_trigger();
     int64_t rbase[TL], nrow[TL]; /* only now: fewer registers held over the loop */
@@ -978,16 +903,12 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
  * 107.6 / 107.6 tok/s (+2%). On by default where mmvq_tm2_use says;
  * MEMRA_MMVQ_TM2=0 turns it off. TYPE = Q6_K (27b's other ffn_down layers,
  * tile-major since 2026-12-06g): mmvq_raw6 and mmvq_sb6 as in k_mmvq_tm,
- * opt-in (MEMRA_MMVQ_TM2_Q6=1) until measured. ASH: k_mmvq_tm's (the
- * activations through the ring; the first D - 1 of the first range's after
- * the wait for the prep, the rest with their weights). */
-template <int NP, int D, int TYPE = MEMRA_TYPE_Q4_K, bool ASH = false>
+ * opt-in (MEMRA_MMVQ_TM2_Q6=1) until measured. */
+template <int NP, int D, int TYPE = MEMRA_TYPE_Q4_K>
 __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, const uint8_t *__restrict__ buf) {
-    static_assert(!ASH || NP == 1, "ASH: T <= 2");
     constexpr int SBB = (int)tm_sb_stride(TYPE, true); /* a tile's super-block */
-    constexpr int AB = 2 * MQA_TOK_B;                  /* ASH: an activation slot (two tokens) */
     using raw = mmvq_raw_t<TYPE>;
-    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [W][D][SBB] rings, [2 W][NP][16][8] floats, ASH rings */
+    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [W][D][SBB] rings, then [2 W][NP][16][8] floats */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int W = blockDim.x >> 5, ks = 2 * W;
     const uint8_t *hb[1][2];
@@ -1006,20 +927,6 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
     mmvq_ring_start<D>(issue, n);
     pdl_start();
     const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
-    uint8_t *aring = nullptr; /* ASH (as k_mmvq_tm's): this warp's activation slots, after the partials */
-    if constexpr (ASH)
-        aring = mt_sh + (size_t)W * mmvq_tm_warp_bytes(D, 1, SBB) + mmvq_smem_bytes(NP, 1, ks) + (size_t)wp * D * AB;
-    auto issue_a = [&](int i) { mmvq_act_issue(aring + (i % D) * AB, buf, nsb, sb_of(i), a.T, lane); };
-    if constexpr (ASH)
-#pragma unroll
-        for (int k = 0; k < D - 1; k++) {
-            if (k < n) issue_a(k);
-            mmv_cp_commit();
-        }
-    auto issue_wa = [&](int i) {
-        issue(i);
-        if constexpr (ASH) issue_a(i);
-    };
     float acc[2][1][NP][4];
 #pragma unroll
     for (int r = 0; r < 2; r++)
@@ -1027,15 +934,10 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
         for (int p = 0; p < NP; p++) acc[r][0][p][0] = acc[r][0][p][1] = acc[r][0][p][2] = acc[r][0][p][3] = 0.0f;
     raw cur[1];
     auto step = [&](int i, float (*ac)[NP][4]) {
-        mmvq_ring_next<D>(issue_wa, i, n);
+        mmvq_ring_next<D>(issue, i, n);
         cur[0].load_sh(ring + (i % D) * SBB, g, t);
-        if constexpr (ASH) {
-            const mmvq_asrc src{aring + (i % D) * AB};
-            mmvq_sb_raw<NP, mmvq_asrc, 1>(cur, ac, src, a.T, g, t);
-        } else {
-            const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb_of(i)};
-            mmvq_sb_raw<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
-        }
+        const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb_of(i)};
+        mmvq_sb_raw<NP, mmvq_gsrc, 1>(cur, ac, src, a.T, g, t);
     };
 #pragma unroll 1
     for (int i = 0; i < na; i++) step(i, acc[0]);
@@ -1098,59 +1000,33 @@ static inline int mmvq_tm3(void) {
     return env_on("MEMRA_MMVQ_TM3", &on);
 }
 
-/* Whether the T <= 2 (NP = 1) launches of k_mmvq_tm take the activations
- * through the ring (its ASH form; the same bits): MEMRA_MMVQ_ASH=1, opt-in
- * until measured (written without a GPU, 2026-12-06h). */
-static inline bool mmvq_ash(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("MEMRA_MMVQ_ASH");
-        on = e && !strcmp(e, "1");
-    }
-    return on;
-}
-
-template <int TYPE, int NP, int TL, int MINB, bool ASH>
-static cudaError_t mmvq_launch_tm(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
-    if constexpr (TYPE == MEMRA_TYPE_Q6_K) /* a ring of 2 at every length (mmvq_tm_lab: 3 and 4 lost) */
-        return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D, 32 * MMV_KS_MAX, TYPE, ASH>>(
-            a, buf, s, ks, pdl, mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, ks, Q6K_TM_SB, ASH),
-            mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, MMV_KS_MAX, Q6K_TM_SB, ASH));
-    if constexpr (TL == 1)
-        if (mmvq_tm_d((int)(a.in / 256), ks, TL) == 4)
-            return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, 4, 32 * MMV_KS_MAX, TYPE, ASH>>(
-                a, buf, s, ks, pdl, mmvq_tm_smem_bytes(4, NP, TL, ks, Q4K_TM_SB, ASH),
-                mmvq_tm_smem_bytes(4, NP, TL, MMV_KS_MAX, Q4K_TM_SB, ASH));
-    if constexpr (TL == 1 && NP == 1)
-        if (ks == 6 && mmvq_tm3()) /* 3 blocks of 6 warps an SM (mmvq_tm3) */
-            return mmvq_launch_k<k_mmvq_tm<1, 1, 3, MMVQ_TM_D, 192, TYPE, ASH>>(
-                a, buf, s, ks, pdl, mmvq_tm_smem_bytes(MMVQ_TM_D, 1, 1, ks, Q4K_TM_SB, ASH),
-                mmvq_tm_smem_bytes(MMVQ_TM_D, 1, 1, 6, Q4K_TM_SB, ASH));
-    return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D, 32 * MMV_KS_MAX, TYPE, ASH>>(
-        a, buf, s, ks, pdl, mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, ks, Q4K_TM_SB, ASH),
-        mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, MMV_KS_MAX, Q4K_TM_SB, ASH));
-}
-
 template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
-    if (a.tm) {
-        if constexpr (NP == 1)
-            if (mmvq_ash()) return mmvq_launch_tm<TYPE, NP, TL, MINB, true>(a, buf, s, ks, pdl);
-        return mmvq_launch_tm<TYPE, NP, TL, MINB, false>(a, buf, s, ks, pdl);
+    if constexpr (TYPE == MEMRA_TYPE_Q6_K) { /* a ring of 2 at every length (mmvq_tm_lab: 3 and 4 lost) */
+        if (a.tm)
+            return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D, 32 * MMV_KS_MAX, TYPE>>(
+                a, buf, s, ks, pdl, mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, ks, Q6K_TM_SB),
+                mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, MMV_KS_MAX, Q6K_TM_SB));
+    }
+    if constexpr (TYPE == MEMRA_TYPE_Q4_K) {
+        if (a.tm) {
+            if constexpr (TL == 1)
+                if (mmvq_tm_d((int)(a.in / 256), ks, TL) == 4)
+                    return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, 4>>(a, buf, s, ks, pdl,
+                                                                     mmvq_tm_smem_bytes(4, NP, TL, ks),
+                                                                     mmvq_tm_smem_bytes(4, NP, TL, MMV_KS_MAX));
+            if constexpr (TL == 1 && NP == 1)
+                if (ks == 6 && mmvq_tm3()) /* 3 blocks of 6 warps an SM (mmvq_tm3) */
+                    return mmvq_launch_k<k_mmvq_tm<1, 1, 3, MMVQ_TM_D, 192>>(
+                        a, buf, s, ks, pdl, mmvq_tm_smem_bytes(MMVQ_TM_D, 1, 1, ks),
+                        mmvq_tm_smem_bytes(MMVQ_TM_D, 1, 1, 6));
+            return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D>>(a, buf, s, ks, pdl,
+                                                                     mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, ks),
+                                                                     mmvq_tm_smem_bytes(MMVQ_TM_D, NP, TL, MMV_KS_MAX));
+        }
     }
     return mmvq_launch_k<k_mmvq<TYPE, NP, TL, MINB>>(a, buf, s, ks, pdl, mmvq_smem_bytes(NP, TL, ks),
                                                      mmvq_smem_bytes(NP, TL, MMV_KS_MAX));
-}
-
-/* k_mmvq_tm2's launch for a K split of ks (blocks of ks / 2 warps) */
-template <int TYPE, int D, bool ASH>
-static cudaError_t mmvq_launch_tm2(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
-    constexpr int SBB = (int)tm_sb_stride(TYPE, true);
-    auto bytes = [](int k) {
-        return (size_t)(k / 2) * mmvq_tm_warp_bytes(D, 1, SBB) + mmvq_smem_bytes(1, 1, k) +
-               (ASH ? (size_t)(k / 2) * D * 2 * MQA_TOK_B : 0);
-    };
-    return mmvq_launch_k<k_mmvq_tm2<1, D, TYPE, ASH>>(a, buf, s, ks / 2, pdl, bytes(ks), bytes(MMV_KS_MAX));
 }
 
 /* Tiles per warp: TL = 1 except for swiglu pairs, whose gate and up tiles
@@ -1211,15 +1087,23 @@ static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaSt
         mmv_args a = a0;
         mmvq_blocks1(&a);
         const int ks = mmvq_ks(nsb, a.blk0[4], sms);
-        if (mmvq_tm2_use(TYPE, a, ks, sms)) { /* Q4_K: mmvq_tm_d's ring; Q6_K: 2, as k_mmvq_tm's */
-            const bool ash = mmvq_ash();
-            if constexpr (TYPE == MEMRA_TYPE_Q4_K)
-                if (mmvq_tm_d(nsb, ks, 1) == 4)
-                    return ash ? mmvq_launch_tm2<TYPE, 4, true>(a, buf, s, ks, pdl)
-                               : mmvq_launch_tm2<TYPE, 4, false>(a, buf, s, ks, pdl);
-            return ash ? mmvq_launch_tm2<TYPE, MMVQ_TM_D, true>(a, buf, s, ks, pdl)
-                       : mmvq_launch_tm2<TYPE, MMVQ_TM_D, false>(a, buf, s, ks, pdl);
-        }
+        if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+            if (mmvq_tm2_use(TYPE, a, ks, sms)) {
+                const int d = mmvq_tm_d(nsb, ks, 1);
+                const size_t sm = (size_t)(ks / 2) * mmvq_tm_warp_bytes(d, 1) + mmvq_smem_bytes(1, 1, ks);
+                const size_t smax =
+                    (size_t)(MMV_KS_MAX / 2) * mmvq_tm_warp_bytes(4, 1) + mmvq_smem_bytes(1, 1, MMV_KS_MAX);
+                return d == 4 ? mmvq_launch_k<k_mmvq_tm2<1, 4>>(a, buf, s, ks / 2, pdl, sm, smax)
+                              : mmvq_launch_k<k_mmvq_tm2<1, MMVQ_TM_D>>(a, buf, s, ks / 2, pdl, sm, smax);
+            }
+        if constexpr (TYPE == MEMRA_TYPE_Q6_K)
+            if (mmvq_tm2_use(TYPE, a, ks, sms)) { /* a ring of 2, as k_mmvq_tm's for Q6_K */
+                const size_t sm = (size_t)(ks / 2) * mmvq_tm_warp_bytes(MMVQ_TM_D, 1, Q6K_TM_SB) +
+                                  mmvq_smem_bytes(1, 1, ks);
+                const size_t smax = (size_t)(MMV_KS_MAX / 2) * mmvq_tm_warp_bytes(MMVQ_TM_D, 1, Q6K_TM_SB) +
+                                    mmvq_smem_bytes(1, 1, MMV_KS_MAX);
+                return mmvq_launch_k<k_mmvq_tm2<1, MMVQ_TM_D, TYPE>>(a, buf, s, ks / 2, pdl, sm, smax);
+            }
         if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl);
         if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl);
         if (a.T <= 8) return mmvq_launch_np<TYPE, 4, 1, 1>(a, buf, s, ks, pdl);
