@@ -903,7 +903,7 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
  * 107.6 / 107.6 tok/s (+2%). On by default where mmvq_tm2_use says;
  * MEMRA_MMVQ_TM2=0 turns it off. TYPE = Q6_K (27b's other ffn_down layers,
  * tile-major since 2026-12-06g): mmvq_raw6 and mmvq_sb6 as in k_mmvq_tm,
- * opt-in (MEMRA_MMVQ_TM2_Q6=1) until measured. */
+ * opt-in (MEMRA_MMVQ_TM2_Q6=1): mmvq_tm2_use. */
 template <int NP, int D, int TYPE = MEMRA_TYPE_Q4_K>
 __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, const uint8_t *__restrict__ buf) {
     constexpr int SBB = (int)tm_sb_stride(TYPE, true); /* a tile's super-block */
@@ -955,8 +955,10 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
 
 /* Whether a T < 16 launch of `type` (TL = 1, blk0 from mmvq_blocks1) takes
  * k_mmvq_tm2: Q4_K unless MEMRA_MMVQ_TM2=0; Q6_K (27b's other ffn_down
- * layers, the same 320 blocks at 2 an SM) only under MEMRA_MMVQ_TM2_Q6=1,
- * NOT YET MEASURED (written without a GPU); tile-major, not swiglu, T <= 2,
+ * layers, the same 320 blocks at 2 an SM) only under MEMRA_MMVQ_TM2_Q6=1
+ * (gated, logits cmp-equal; H100, 27b q4_k_m decode@0: +1.5% beside swiglu
+ * at TL = 2, -0.3% beside TL = 1, the default: bench/results/
+ * 2026-12-06h-h100.md); tile-major, not swiglu, T <= 2,
  * an even K split of 8 (rows of 8,192 or more), and more blocks than 2 an
  * SM hold (the 8-warp kernel's residency). The bits do not depend on it. */
 static inline bool mmvq_tm2_use(uint32_t type, const mmv_args &a, int ks, int sms) {
@@ -1029,26 +1031,29 @@ static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStr
                                                      mmvq_smem_bytes(NP, TL, MMV_KS_MAX));
 }
 
-/* Tiles per warp: TL = 1 except for swiglu pairs, whose gate and up tiles
- * share a warp (TL = 2). H200, decode tok/s, the three settings interleaved
- * on one machine (bench/results/2026-12-03f-h200.md): 9b q4_k_m 278-279
- * (TL = 2 everywhere), 285-287 (this rule), 289-291 (TL = 1 for swiglu too:
- * 8 gate and 8 up rows per tile); 27b q4_k_m 99.7-100.0, 98.9, 97.0-97.1;
- * 35b-a3b q4_k_m 332.5-333.5, 351.2-352.4, -.
+/* Tiles per warp: TL = 1, for swiglu pairs too (a tile of 8 gate and the
+ * same 8 up rows; tile-major, two 1,152-byte half runs a super-block).
  * Why TL = 1: the read alone in the matvec's load pattern reaches 62-79% of
  * copy with one tile per warp and 37-66% with two
- * (bench/kernels/stream_lab.cu, k_pat: twice the warps in flight); the
- * arithmetic keeps the model's gain smaller, and on 27b's shapes it is a
- * small loss. MEMRA_MMVQ_TL=2 keeps two tiles everywhere (the previous
- * layout), MEMRA_MMVQ_TL=1 one tile everywhere (read once). Registers: NP
- * = 1 fits 128 (two blocks of 256 per SM) without spills at either TL. */
-static inline int mmvq_tl(bool swiglu) {
+ * (bench/kernels/stream_lab.cu, k_pat: twice the warps in flight).
+ * Measured: H200 on the file's layout (bench/results/2026-12-03f-h200.md),
+ * decode tok/s, 9b q4_k_m 278-279 (TL = 2 everywhere), 285-287 (TL = 2 for
+ * swiglu only), 289-291 (TL = 1 everywhere); 27b q4_k_m 99.7-100.0, 98.9,
+ * 97.0-97.1; so swiglu kept TL = 2 until tile-major weights. H100 on
+ * tile-major weights (bench/results/2026-12-06h-h100.md, two interleaved
+ * rounds): TL = 1 for swiglu too 9b q4_k_m 331.3 / 332.2 -> 344.1 / 344.6
+ * (+3.9%), 27b 111.1 / 111.2 -> 114.8 / 114.5 (+3.1%), 35b-a3b (no
+ * dense swiglu) unchanged. TL moves no bit (mmvq_tiles).
+ * MEMRA_MMVQ_TL=2 gives every warp two tiles (the layout before
+ * 2026-12-03f). Registers: NP = 1 fits 128 (two blocks of 256 per SM)
+ * without spills at either TL. */
+static inline int mmvq_tl(void) {
     static int mode = -1;
     if (mode < 0) {
         const char *e = getenv("MEMRA_MMVQ_TL");
-        mode = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : 0;
+        mode = e && !strcmp(e, "2") ? 2 : 1;
     }
-    return mode ? mode : swiglu ? 2 : 1;
+    return mode;
 }
 
 /* Warps a block for a launch of `blocks` blocks of rows of nsb super-blocks:
@@ -1083,7 +1088,7 @@ static inline int mmvq_ks(int nsb, int blocks, int sms) {
 template <int TYPE>
 static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaStream_t s, bool pdl, int sms) {
     const int nsb = (int)(a0.in / 256);
-    if (mmvq_tl(a0.swiglu) == 1) {
+    if (mmvq_tl() == 1) {
         mmv_args a = a0;
         mmvq_blocks1(&a);
         const int ks = mmvq_ks(nsb, a.blk0[4], sms);
