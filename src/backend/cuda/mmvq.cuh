@@ -1002,8 +1002,63 @@ static inline int mmvq_tm3(void) {
     return env_on("MEMRA_MMVQ_TM3", &on);
 }
 
+/* k_mmvq_tm's tight form: T <= 2 (NP = 1), one tile a warp, blocks of
+ * exactly ks warps, launch-bounded so that an SM holds MMVQ_TIGHT_WARPS
+ * warps (MINB = 24 / ks blocks: <= 85 registers; ptxas gives Q4_K 72-90
+ * without spills, Q6_K 80-96 with 4 bytes spilled at most) instead of 12-16
+ * (the 256-thread bound's 128 registers: 4 blocks of 4 warps, 2 of 6 or 8).
+ * More warps, more super-blocks in flight (each warp's ring holds one while
+ * it multiplies another): what tm3 did for ks = 6 (27b +1.5%), for every ks.
+ * The same arithmetic: the same bits. MEMRA_MMVQ_TIGHT=1, opt-in until
+ * measured (written without a GPU, 2026-12-06h). */
+#define MMVQ_TIGHT_WARPS 24
+
+static inline bool mmvq_tight(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("MEMRA_MMVQ_TIGHT");
+        on = e && !strcmp(e, "1");
+    }
+    return on;
+}
+
+template <int TYPE, int D, int KS>
+static cudaError_t mmvq_launch_tight_k(const mmv_args &a, const uint8_t *buf, cudaStream_t s, bool pdl) {
+    constexpr int MINB = MMVQ_TIGHT_WARPS / KS;
+    const size_t sm = mmvq_tm_smem_bytes(D, 1, 1, KS, (int)tm_sb_stride(TYPE, true));
+    return mmvq_launch_k<k_mmvq_tm<1, 1, MINB, D, 32 * KS, TYPE>>(a, buf, s, KS, pdl, sm, sm);
+}
+
+/* The tight launch of a tile-major T <= 2, TL = 1 matvec of K split ks (ring depth as the default's: Q4_K
+ * mmvq_tm_d, Q6_K 2); false where it has no variant (depth 4 below ks = 8). */
+template <int TYPE>
+static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl,
+                              cudaError_t *e) {
+    if (TYPE == MEMRA_TYPE_Q4_K && mmvq_tm_d((int)(a.in / 256), ks, 1) == 4) {
+        if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+            if (ks == 8) return *e = mmvq_launch_tight_k<TYPE, 4, 8>(a, buf, s, pdl), true;
+        return false;
+    }
+    switch (ks) {
+    case 1: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 1>(a, buf, s, pdl); break;
+    case 2: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 2>(a, buf, s, pdl); break;
+    case 3: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 3>(a, buf, s, pdl); break;
+    case 4: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 4>(a, buf, s, pdl); break;
+    case 5: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 5>(a, buf, s, pdl); break;
+    case 6: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 6>(a, buf, s, pdl); break;
+    case 7: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 7>(a, buf, s, pdl); break;
+    default: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 8>(a, buf, s, pdl); break;
+    }
+    return true;
+}
+
 template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
+    if constexpr (NP == 1 && TL == 1)
+        if (a.tm && mmvq_tight()) {
+            cudaError_t e;
+            if (mmvq_launch_tight<TYPE>(a, buf, s, ks, pdl, &e)) return e;
+        }
     if constexpr (TYPE == MEMRA_TYPE_Q6_K) { /* a ring of 2 at every length (mmvq_tm_lab: 3 and 4 lost) */
         if (a.tm)
             return mmvq_launch_k<k_mmvq_tm<NP, TL, MINB, MMVQ_TM_D, 32 * MMV_KS_MAX, TYPE>>(

@@ -1,0 +1,60 @@
+#!/bin/bash
+# Session 27's second device call (bench/next_run_tight.sh). From the repo root with .bin/memra (this tree,
+# stripped) and .fix carried xz'd; parts in order of need, each skipped when BUDGET seconds would be passed:
+#   1. the new default (one tile a warp for the swiglu pairs too): gate kernels 9b, 27b, 35b-a3b, 0.8b, gate model;
+#      MEMRA_MMVQ_TIGHT=1 (k_mmvq_tm launch-bounded to 24 warps an SM): gate kernels 9b, 27b;
+#   2. per model (9b, 27b, 35b-a3b q4_k_m): logits of 66 tokens (eval --all) under MEMRA_MMVQ_TL=2 and under
+#      MEMRA_MMVQ_TIGHT=1 cmp-equal to the default (neither moves a bit by design); decode@0 [-, TIGHT], two rounds;
+#   3. the table: decode@0 and prefill 512 of 9b q4_k_m, 9b q8_0, 27b q4_k_m, 35b-a3b q4_k_m, default switches.
+set -u
+T0=$(date +%s); BUDGET=${BUDGET:-400}
+left() { [ $(( $(date +%s) - T0 )) -lt $(( BUDGET - $1 )) ]; }
+OUT=${OUT:-/tmp/next-run}; mkdir -p $OUT
+bash bench/unpack.sh .bin .fix
+B=.bin/memra
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+for gm in 9b 27b 35b-a3b 0.8b; do
+  timeout 60 $B gate kernels --model $gm --seed 203 >>$OUT/gk.log 2>&1; echo "gate kernels $gm rc=$?"
+done
+for gm in 9b 27b; do
+  MEMRA_MMVQ_TIGHT=1 timeout 60 $B gate kernels --model $gm --seed 204 >>$OUT/gk.log 2>&1
+  echo "MEMRA_MMVQ_TIGHT=1 gate kernels $gm rc=$?"
+done
+timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix >$OUT/gm.log 2>&1
+echo "gate model rc=$?"
+grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head -20
+echo "t=$(( $(date +%s) - T0 ))"
+TOK=$(python3 -c "import random; random.seed(7)
+print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
+for m in 9b 27b 35b-a3b; do
+  left 80 || break
+  f=/tmp/ab-$m.gguf
+  $B mkmodel --preset $m --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 ||
+    echo mkmodel failed
+  $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-0.f32 2>>$OUT/ab.log
+  for v in MEMRA_MMVQ_TL=2 MEMRA_MMVQ_TIGHT=1; do
+    env $v $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-1.f32 2>>$OUT/ab.log
+    cmp /tmp/ev-0.f32 /tmp/ev-1.f32 && echo "$m eval 66 --all: $v logits cmp-equal to the default"
+  done
+  rm -f /tmp/ev-*.f32
+  for r in 1 2; do
+    for v in - MEMRA_MMVQ_TIGHT=1; do
+      e=; [ $v != - ] && e=$v
+      d=$(env $e $B bench -m $f --backend cuda --prefill 16 --depth 0 --decode-tokens 64 --reps 3 2>&1 |
+        tee -a $OUT/ab.log | grep '^decode' | tr -s ' ')
+      echo "$m q4_k_m r$r [$v] $d"
+    done
+  done
+  rm -f $f
+  echo "t=$(( $(date +%s) - T0 ))"
+done 2>&1 | tee $OUT/ab.txt
+for m in 9b:q4_k_m 9b:q8_0 27b:q4_k_m 35b-a3b:q4_k_m; do
+  left 45 || break
+  p=${m%%:*} t=${m##*:} f=/tmp/ab-$p-$t.gguf
+  $B mkmodel --preset $p --type $t --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 ||
+    echo "mkmodel $m failed"
+  echo "$m $($B bench -m $f --backend cuda --prefill 512 --depth 0 --decode-tokens 64 --reps 3 2>&1 |
+    grep -E '^(copy|decode|prefill)' | tr -s ' ' | tr '\n' ';')"
+  rm -f $f
+done 2>&1 | tee $OUT/table.txt
+echo "t=$(( $(date +%s) - T0 ))"
