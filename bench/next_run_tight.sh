@@ -1,6 +1,7 @@
 #!/bin/bash
 # Session 27's second device call (bench/next_run_tight.sh). From the repo root with .bin/memra (this tree,
-# stripped) and .fix carried xz'd; parts in order of need, each skipped when BUDGET seconds would be passed:
+# stripped) and .fix carried xz'd; parts in order of need, each skipped when BUDGET seconds would be passed
+# (GATE_MODELS, TIGHT_GATE_MODELS, AB_MODELS: a shorter call):
 #   1. the new default (one tile a warp for the swiglu pairs too): gate kernels 9b, 27b, 35b-a3b, 0.8b, gate model;
 #      MEMRA_MMVQ_TIGHT=1 (k_mmvq_tm launch-bounded to 24 warps an SM): gate kernels 9b, 27b;
 #   2. per model (9b, 27b, 35b-a3b q4_k_m): logits of 66 tokens (eval --all) under MEMRA_MMVQ_TL=2 and under
@@ -13,10 +14,10 @@ OUT=${OUT:-/tmp/next-run}; mkdir -p $OUT
 bash bench/unpack.sh .bin .fix
 B=.bin/memra
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
-for gm in 9b 27b 35b-a3b 0.8b; do
+for gm in ${GATE_MODELS:-9b 27b 35b-a3b 0.8b}; do
   timeout 60 $B gate kernels --model $gm --seed 203 >>$OUT/gk.log 2>&1; echo "gate kernels $gm rc=$?"
 done
-for gm in 9b 27b; do
+for gm in ${TIGHT_GATE_MODELS:-9b 27b}; do
   MEMRA_MMVQ_TIGHT=1 timeout 60 $B gate kernels --model $gm --seed 204 >>$OUT/gk.log 2>&1
   echo "MEMRA_MMVQ_TIGHT=1 gate kernels $gm rc=$?"
 done
@@ -26,7 +27,7 @@ grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head -20
 echo "t=$(( $(date +%s) - T0 ))"
 TOK=$(python3 -c "import random; random.seed(7)
 print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
-for m in 9b 27b 35b-a3b; do
+for m in ${AB_MODELS:-9b 27b 35b-a3b}; do
   left 80 || break
   f=/tmp/ab-$m.gguf
   $B mkmodel --preset $m --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 ||
