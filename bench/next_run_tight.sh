@@ -4,8 +4,10 @@
 # (GATE_MODELS, TIGHT_GATE_MODELS, AB_MODELS: a shorter call):
 #   1. the new default (one tile a warp for the swiglu pairs too): gate kernels 9b, 27b, 35b-a3b, 0.8b, gate model;
 #      MEMRA_MMVQ_TIGHT=1 (k_mmvq_tm launch-bounded to 24 warps an SM): gate kernels 9b, 27b;
+#      MEMRA_MMVQ_WIDE16=1 (16-warp blocks for the grids under the SM count: 35b-a3b's {4096, 2048}): 35b-a3b;
 #   2. per model (9b, 27b, 35b-a3b q4_k_m): logits of 66 tokens (eval --all) under MEMRA_MMVQ_TL=2 and under
-#      MEMRA_MMVQ_TIGHT=1 cmp-equal to the default (neither moves a bit by design); decode@0 [-, TIGHT], two rounds;
+#      MEMRA_MMVQ_TIGHT=1 cmp-equal to the default (neither moves a bit by design); decode@0 [-, TIGHT] (35b-a3b:
+#      also WIDE16, WIDE16 + TIGHT), two rounds;
 #   3. the table: decode@0 and prefill 512 of 9b q4_k_m, 9b q8_0, 27b q4_k_m, 35b-a3b q4_k_m, default switches.
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-400}
@@ -20,6 +22,10 @@ done
 for gm in ${TIGHT_GATE_MODELS:-9b 27b}; do
   MEMRA_MMVQ_TIGHT=1 timeout 60 $B gate kernels --model $gm --seed 204 >>$OUT/gk.log 2>&1
   echo "MEMRA_MMVQ_TIGHT=1 gate kernels $gm rc=$?"
+done
+for gm in ${WIDE16_GATE_MODELS:-35b-a3b}; do
+  MEMRA_MMVQ_WIDE16=1 MEMRA_MMVQ_TIGHT=1 timeout 60 $B gate kernels --model $gm --seed 205 >>$OUT/gk.log 2>&1
+  echo "MEMRA_MMVQ_WIDE16=1 MEMRA_MMVQ_TIGHT=1 gate kernels $gm rc=$?"
 done
 timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix >$OUT/gm.log 2>&1
 echo "gate model rc=$?"
@@ -38,9 +44,11 @@ for m in ${AB_MODELS:-9b 27b 35b-a3b}; do
     cmp /tmp/ev-0.f32 /tmp/ev-1.f32 && echo "$m eval 66 --all: $v logits cmp-equal to the default"
   done
   rm -f /tmp/ev-*.f32
+  vs="- MEMRA_MMVQ_TIGHT=1"
+  [ $m = 35b-a3b ] && vs="$vs MEMRA_MMVQ_WIDE16=1 MEMRA_MMVQ_WIDE16=1,MEMRA_MMVQ_TIGHT=1"
   for r in 1 2; do
-    for v in - MEMRA_MMVQ_TIGHT=1; do
-      e=; [ $v != - ] && e=$v
+    for v in $vs; do
+      e=; [ $v != - ] && e=${v//,/ }
       d=$(env $e $B bench -m $f --backend cuda --prefill 16 --depth 0 --decode-tokens 64 --reps 3 2>&1 |
         tee -a $OUT/ab.log | grep '^decode' | tr -s ' ')
       echo "$m q4_k_m r$r [$v] $d"

@@ -726,6 +726,7 @@ static inline void mmvq_blocks1(mmv_args *a) {
  * nothing.
  * D: mmvq_tm_d, a function of the row length (and TL), never of T. */
 #define MMVQ_TM_D 2 /* ring slots; 4 for long warp ranges (mmvq_tm_d) */
+#define MMVQ_KS_WIDE 16 /* warps of k_mmvq_tm's 16-warp form (mmvq_ks) */
 
 /* D = 4 where a warp walks 8 or more super-blocks (nsb / ks >= 8: rows of
  * 16,384 or more, 27b's ffn_down {17408, 5120}: 24.9 against 28.5 us),
@@ -1034,6 +1035,7 @@ static cudaError_t mmvq_launch_tight_k(const mmv_args &a, const uint8_t *buf, cu
 template <int TYPE>
 static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl,
                               cudaError_t *e) {
+    if (ks > MMV_KS_MAX) return false; /* the 16-warp form has no tight variant */
     if (TYPE == MEMRA_TYPE_Q4_K && mmvq_tm_d((int)(a.in / 256), ks, 1) == 4) {
         if constexpr (TYPE == MEMRA_TYPE_Q4_K)
             if (ks == 8) return *e = mmvq_launch_tight_k<TYPE, 4, 8>(a, buf, s, pdl), true;
@@ -1054,6 +1056,13 @@ static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_
 
 template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
+    if constexpr (TL == 1)
+        if (a.tm && ks > MMV_KS_MAX) { /* mmvq_ks's 16-warp form (MEMRA_MMVQ_WIDE16=1): blocks of 512 threads */
+            constexpr int SBB = (int)tm_sb_stride(TYPE, true);
+            return mmvq_launch_k<k_mmvq_tm<NP, 1, 1, MMVQ_TM_D, 32 * MMVQ_KS_WIDE, TYPE>>(
+                a, buf, s, ks, pdl, mmvq_tm_smem_bytes(MMVQ_TM_D, NP, 1, ks, SBB),
+                mmvq_tm_smem_bytes(MMVQ_TM_D, NP, 1, MMVQ_KS_WIDE, SBB));
+        }
     if constexpr (NP == 1 && TL == 1)
         if (a.tm && mmvq_tight()) {
             cudaError_t e;
@@ -1126,12 +1135,24 @@ static inline int mmvq_tl(void) {
  * of T: a row's bits are fixed by its call site (a weight launched alone and
  * the same weight in a wider multi-weight launch may differ in the last
  * bits). MEMRA_MMVQ_WIDE=0: mmv_ks everywhere. sms: the device's SM count
- * (cuda_impl.sm_count). */
-static inline int mmvq_ks(int nsb, int blocks, int sms) {
-    static int on = -1;
+ * (cuda_impl.sm_count).
+ * wide16: the launch may take k_mmvq_tm's 16-warp form (tile-major, one
+ * tile a warp); under MEMRA_MMVQ_WIDE16=1 those grids then take one
+ * super-block a warp, up to MMVQ_KS_WIDE warps: 35b-a3b's 128 blocks of
+ * 8 warps become 128 of 16, twice the bytes in flight again. Opt-in until
+ * measured (written without a GPU, 2026-12-06h); it changes those rows'
+ * K split, so their last bits, as WIDE did. The 512-thread kernels hold 128
+ * registers: none spilled at T <= 4, 0.4-1.2 KB at T >= 5 (NP 4, 8). */
+static inline int mmvq_ks(int nsb, int blocks, int sms, bool wide16 = false) {
+    static int on = -1, on16 = -1;
+    if (on16 < 0) {
+        const char *e = getenv("MEMRA_MMVQ_WIDE16");
+        on16 = e && !strcmp(e, "1");
+    }
     const int ks = mmv_ks(nsb);
     if (!env_on("MEMRA_MMVQ_WIDE", &on) || blocks >= sms || 2 * blocks < sms) return ks;
-    const int k2 = nsb / 2 > MMV_KS_MAX ? MMV_KS_MAX : nsb / 2;
+    const int cap = wide16 && on16 ? MMVQ_KS_WIDE : MMV_KS_MAX, per = wide16 && on16 ? 1 : 2;
+    const int k2 = nsb / per > cap ? cap : nsb / per;
     return k2 > ks ? k2 : ks;
 }
 
@@ -1146,7 +1167,7 @@ static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaSt
     if (mmvq_tl() == 1) {
         mmv_args a = a0;
         mmvq_blocks1(&a);
-        const int ks = mmvq_ks(nsb, a.blk0[4], sms);
+        const int ks = mmvq_ks(nsb, a.blk0[4], sms, a.tm);
         if constexpr (TYPE == MEMRA_TYPE_Q4_K)
             if (mmvq_tm2_use(TYPE, a, ks, sms)) {
                 const int d = mmvq_tm_d(nsb, ks, 1);
