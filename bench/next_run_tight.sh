@@ -1,13 +1,15 @@
 #!/bin/bash
 # Session 27's second device call (bench/next_run_tight.sh). From the repo root with .bin/memra (this tree,
 # stripped) and .fix carried xz'd; parts in order of need, each skipped when BUDGET seconds would be passed
-# (GATE_MODELS, TIGHT_GATE_MODELS, AB_MODELS: a shorter call):
+# (GATE_MODELS, TIGHT_GATE_MODELS, AB_MODELS: a shorter call); 8 files under $OUT, the most that come back:
 #   1. the new default (one tile a warp for the swiglu pairs too): gate kernels 9b, 27b, 35b-a3b, 0.8b, gate model;
 #      MEMRA_MMVQ_TIGHT=1 (k_mmvq_tm launch-bounded to 24 warps an SM): gate kernels 9b, 27b;
 #      MEMRA_MMVQ_WIDE16=1 (16-warp blocks for the grids under the SM count: 35b-a3b's {4096, 2048}): 35b-a3b;
 #   2. per model (9b, 27b, 35b-a3b q4_k_m): logits of 66 tokens (eval --all) under MEMRA_MMVQ_TL=2 and under
 #      MEMRA_MMVQ_TIGHT=1 cmp-equal to the default (neither moves a bit by design); decode@0 [-, TIGHT] (35b-a3b:
 #      also WIDE16, WIDE16 + TIGHT), two rounds;
+#      9b also: ncu's warp-state and source (stall sampling) sections of 8 k_mmvq_tm launches of a decode step
+#      (ncu-9b.ncu-rep, its details page, its SASS page as CSV);
 #   3. the table: decode@0 and prefill 512 of 9b q4_k_m, 9b q8_0, 27b q4_k_m, 35b-a3b q4_k_m, default switches.
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-400}
@@ -54,6 +56,15 @@ for m in ${AB_MODELS:-9b 27b 35b-a3b}; do
       echo "$m q4_k_m r$r [$v] $d"
     done
   done
+  # where a 9b decode matvec stalls: the warp state and source (stall sampling) sections
+  if [ $m = 9b ] && left 150; then
+    timeout 90 ncu -k regex:k_mmvq_tm -c 8 --section SpeedOfLight --section Occupancy --section SchedulerStats \
+      --section WarpStateStats --section SourceCounters -o $OUT/ncu-9b $B bench -m $f --backend cuda --prefill 16 \
+      --depth 0 --decode-tokens 2 --reps 1 >>$OUT/ab.log 2>&1
+    echo "ncu 9b rc=$?"
+    ncu -i $OUT/ncu-9b.ncu-rep --page details >$OUT/ncu-9b.txt 2>&1
+    ncu -i $OUT/ncu-9b.ncu-rep --page source --csv --print-source sass 2>&1 | gzip >$OUT/ncu-9b-sass.csv.gz
+  fi
   rm -f $f
   echo "t=$(( $(date +%s) - T0 ))"
 done 2>&1 | tee $OUT/ab.txt
