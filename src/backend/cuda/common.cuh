@@ -28,6 +28,15 @@ static inline int env_on(const char *name, int *cache) {
     return *cache;
 }
 
+/* An opt-in switch read from the environment once: 1 only when NAME=1. */
+static inline int env_opt_in(const char *name, int *cache) {
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = e && strcmp(e, "1") == 0;
+    }
+    return *cache;
+}
+
 #define GDN_CNT_WORDS 32768 /* gdn.cu's arrival counters per backend */
 #define CUDA_MQ_BYTES (4u << 20) /* mmvq.cuh's activation planes per backend */
 #define AM_ROWS 64    /* misc.cu: rows of one split-argmax launch */

@@ -1354,12 +1354,7 @@ static cudaError_t wg_xmap(const __half *xp, int64_t T, int64_t in, CUtensorMap 
  * prefill 512 -3.2% (2026-12-06e run 1); removed. */
 static inline int wg_xt(int type) {
     static int on = -1, m6 = -1;
-    if (type != MEMRA_TYPE_Q6_K) return env_on("MEMRA_GEMM_TMA", &on);
-    if (m6 < 0) {
-        const char *e = getenv("MEMRA_GEMM_TMA6");
-        m6 = !(e && !strcmp(e, "0"));
-    }
-    return m6;
+    return type != MEMRA_TYPE_Q6_K ? env_on("MEMRA_GEMM_TMA", &on) : env_on("MEMRA_GEMM_TMA6", &m6);
 }
 
 #ifndef MEMRA_GEMM_LAB /* bench/kernels/gemm_lab.cu includes this file for its kernels alone */

@@ -964,11 +964,7 @@ __global__ void __launch_bounds__(16 * MMV_KS_MAX, 4) k_mmvq_tm2(mmv_args a, con
  * SM hold (the 8-warp kernel's residency). The bits do not depend on it. */
 static inline bool mmvq_tm2_use(uint32_t type, const mmv_args &a, int ks, int sms) {
     static int on = -1, on6 = -1;
-    if (on6 < 0) {
-        const char *e = getenv("MEMRA_MMVQ_TM2_Q6");
-        on6 = e && !strcmp(e, "1");
-    }
-    const bool t_on = type == MEMRA_TYPE_Q6_K ? on6 : env_on("MEMRA_MMVQ_TM2", &on);
+    const bool t_on = type == MEMRA_TYPE_Q6_K ? env_opt_in("MEMRA_MMVQ_TM2_Q6", &on6) : env_on("MEMRA_MMVQ_TM2", &on);
     return t_on && a.tm && !a.swiglu && a.T <= 2 && ks == MMV_KS_MAX && a.blk0[4] > 2 * sms;
 }
 
@@ -1016,11 +1012,7 @@ static inline int mmvq_tm3(void) {
 
 static inline bool mmvq_tight(void) {
     static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("MEMRA_MMVQ_TIGHT");
-        on = e && !strcmp(e, "1");
-    }
-    return on;
+    return env_opt_in("MEMRA_MMVQ_TIGHT", &on);
 }
 
 template <int TYPE, int D, int KS>
@@ -1036,11 +1028,12 @@ template <int TYPE>
 static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl,
                               cudaError_t *e) {
     if (ks > MMV_KS_MAX) return false; /* the 16-warp form has no tight variant */
-    if (TYPE == MEMRA_TYPE_Q4_K && mmvq_tm_d((int)(a.in / 256), ks, 1) == 4) {
-        if constexpr (TYPE == MEMRA_TYPE_Q4_K)
-            if (ks == 8) return *e = mmvq_launch_tight_k<TYPE, 4, 8>(a, buf, s, pdl), true;
-        return false;
-    }
+    if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+        if (mmvq_tm_d((int)(a.in / 256), ks, 1) == 4) {
+            if (ks != 8) return false;
+            *e = mmvq_launch_tight_k<TYPE, 4, 8>(a, buf, s, pdl);
+            return true;
+        }
     switch (ks) {
     case 1: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 1>(a, buf, s, pdl); break;
     case 2: *e = mmvq_launch_tight_k<TYPE, MMVQ_TM_D, 2>(a, buf, s, pdl); break;
@@ -1095,6 +1088,14 @@ static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStr
                                                      mmvq_smem_bytes(NP, TL, MMV_KS_MAX));
 }
 
+/* k_mmvq_tm2's launch for a K split of ks (blocks of ks / 2 warps) */
+template <int TYPE, int D>
+static cudaError_t mmvq_launch_tm2(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
+    constexpr int SBB = (int)tm_sb_stride(TYPE, true);
+    auto bytes = [](int k) { return (size_t)(k / 2) * mmvq_tm_warp_bytes(D, 1, SBB) + mmvq_smem_bytes(1, 1, k); };
+    return mmvq_launch_k<k_mmvq_tm2<1, D, TYPE>>(a, buf, s, ks / 2, pdl, bytes(ks), bytes(MMV_KS_MAX));
+}
+
 /* Tiles per warp: TL = 1, for swiglu pairs too (a tile of 8 gate and the
  * same 8 up rows; tile-major, two 1,152-byte half runs a super-block).
  * Why TL = 1: the read alone in the matvec's load pattern reaches 62-79% of
@@ -1145,13 +1146,10 @@ static inline int mmvq_tl(void) {
  * registers: none spilled at T <= 4, 0.4-1.2 KB at T >= 5 (NP 4, 8). */
 static inline int mmvq_ks(int nsb, int blocks, int sms, bool wide16 = false) {
     static int on = -1, on16 = -1;
-    if (on16 < 0) {
-        const char *e = getenv("MEMRA_MMVQ_WIDE16");
-        on16 = e && !strcmp(e, "1");
-    }
     const int ks = mmv_ks(nsb);
     if (!env_on("MEMRA_MMVQ_WIDE", &on) || blocks >= sms || 2 * blocks < sms) return ks;
-    const int cap = wide16 && on16 ? MMVQ_KS_WIDE : MMV_KS_MAX, per = wide16 && on16 ? 1 : 2;
+    const bool w16 = wide16 && env_opt_in("MEMRA_MMVQ_WIDE16", &on16);
+    const int cap = w16 ? MMVQ_KS_WIDE : MMV_KS_MAX, per = w16 ? 1 : 2;
     const int k2 = nsb / per > cap ? cap : nsb / per;
     return k2 > ks ? k2 : ks;
 }
@@ -1168,23 +1166,11 @@ static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaSt
         mmv_args a = a0;
         mmvq_blocks1(&a);
         const int ks = mmvq_ks(nsb, a.blk0[4], sms, a.tm);
-        if constexpr (TYPE == MEMRA_TYPE_Q4_K)
-            if (mmvq_tm2_use(TYPE, a, ks, sms)) {
-                const int d = mmvq_tm_d(nsb, ks, 1);
-                const size_t sm = (size_t)(ks / 2) * mmvq_tm_warp_bytes(d, 1) + mmvq_smem_bytes(1, 1, ks);
-                const size_t smax =
-                    (size_t)(MMV_KS_MAX / 2) * mmvq_tm_warp_bytes(4, 1) + mmvq_smem_bytes(1, 1, MMV_KS_MAX);
-                return d == 4 ? mmvq_launch_k<k_mmvq_tm2<1, 4>>(a, buf, s, ks / 2, pdl, sm, smax)
-                              : mmvq_launch_k<k_mmvq_tm2<1, MMVQ_TM_D>>(a, buf, s, ks / 2, pdl, sm, smax);
-            }
-        if constexpr (TYPE == MEMRA_TYPE_Q6_K)
-            if (mmvq_tm2_use(TYPE, a, ks, sms)) { /* a ring of 2, as k_mmvq_tm's for Q6_K */
-                const size_t sm = (size_t)(ks / 2) * mmvq_tm_warp_bytes(MMVQ_TM_D, 1, Q6K_TM_SB) +
-                                  mmvq_smem_bytes(1, 1, ks);
-                const size_t smax = (size_t)(MMV_KS_MAX / 2) * mmvq_tm_warp_bytes(MMVQ_TM_D, 1, Q6K_TM_SB) +
-                                    mmvq_smem_bytes(1, 1, MMV_KS_MAX);
-                return mmvq_launch_k<k_mmvq_tm2<1, MMVQ_TM_D, TYPE>>(a, buf, s, ks / 2, pdl, sm, smax);
-            }
+        if (mmvq_tm2_use(TYPE, a, ks, sms)) { /* Q4_K: mmvq_tm_d's ring; Q6_K: 2, as k_mmvq_tm's */
+            if constexpr (TYPE == MEMRA_TYPE_Q4_K)
+                if (mmvq_tm_d(nsb, ks, 1) == 4) return mmvq_launch_tm2<TYPE, 4>(a, buf, s, ks, pdl);
+            return mmvq_launch_tm2<TYPE, MMVQ_TM_D>(a, buf, s, ks, pdl);
+        }
         if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl);
         if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl);
         if (a.T <= 8) return mmvq_launch_np<TYPE, 4, 1, 1>(a, buf, s, ks, pdl);
