@@ -304,25 +304,18 @@ static inline void mmvg_launch(mmv_args a, int n, int path, void *ws, cudaStream
     float *xsinv = mmvg_xsinv(xs, td, a.T, a.in);
     mmv_blocks(&a, n, MMVG_W);
     const dim3 grid((unsigned)((a.T + G - 1) / G), (unsigned)a.blk0[4]);
+    using kfn = void (*)(mmv_args, const uint32_t *, const float *);
+    kfn k;
     if (path == 1) {
         cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q4_K>, (unsigned)a.T, 32u * MMVG_PREP_W, 0, s, a.x, a.in, a.T, a.nw, a.eps,
                     xs, xsinv);
-        if (a.tm)
-            cuda_launch(k_mmvg<MMVG_NG, MMVG_W, true>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs,
-                        (const float *)xsinv);
-        else
-            cuda_launch(k_mmvg<MMVG_NG, MMVG_W>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs,
-                        (const float *)xsinv);
+        k = a.tm ? k_mmvg<MMVG_NG, MMVG_W, true> : k_mmvg<MMVG_NG, MMVG_W>;
     } else {
         cuda_launch(k_mmvg_prep<MEMRA_TYPE_Q6_K>, (unsigned)a.T, 32u * MMVG_PREP_W, 0, s, a.x, a.in, a.T, a.nw, a.eps,
                     xs, xsinv);
-        if (a.tm)
-            cuda_launch(k_mmv6g<MMVG_NG, MMVG_W, true>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs,
-                        (const float *)xsinv);
-        else
-            cuda_launch(k_mmv6g<MMVG_NG, MMVG_W>, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs,
-                        (const float *)xsinv);
+        k = a.tm ? k_mmv6g<MMVG_NG, MMVG_W, true> : k_mmv6g<MMVG_NG, MMVG_W>;
     }
+    cuda_launch(k, grid, 32u * MMVG_W, 0, s, a, (const uint32_t *)xs, (const float *)xsinv);
 }
 
 #endif
