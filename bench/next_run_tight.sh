@@ -5,11 +5,13 @@
 #   1. the new default (one tile a warp for the swiglu pairs too): gate kernels 9b, 27b, 35b-a3b, 0.8b, gate model;
 #      MEMRA_MMVQ_TIGHT=1 (k_mmvq_tm launch-bounded to 24 warps an SM): gate kernels 9b, 27b;
 #      MEMRA_MMVQ_WIDE16=1 (16-warp blocks for the grids under the SM count: 35b-a3b's {4096, 2048}): 35b-a3b;
+#      MEMRA_MOE_GU2=1 (k_moe_tc_gu2: gate and up tiles on separate warps, weights through shared memory): 35b-a3b;
 #   2. per model (9b, 27b, 35b-a3b q4_k_m): logits of 66 tokens (eval --all) under MEMRA_MMVQ_TL=2 and under
-#      MEMRA_MMVQ_TIGHT=1 cmp-equal to the default (neither moves a bit by design); decode@0 [-, TIGHT] (35b-a3b:
-#      also WIDE16, WIDE16 + TIGHT), two rounds;
+#      MEMRA_MMVQ_TIGHT=1 (35b-a3b: also MEMRA_MOE_GU2=1) cmp-equal to the default (none moves a bit by design);
+#      decode@0 [-, TIGHT] (35b-a3b: also GU2, WIDE16 + TIGHT), two rounds;
 #      9b also: ncu's warp-state and source (stall sampling) sections of 8 k_mmvq_tm launches of a decode step
-#      (ncu-9b.ncu-rep, its details page, its SASS page as CSV);
+#      (its details page and its SASS page as CSV);
+#      35b-a3b also: the same ncu sections (and memory workload) on 6 launches of k_moe_tc_gu / k_moe_tc_down;
 #   3. the table: decode@0 and prefill 512 of 9b q4_k_m, 9b q8_0, 27b q4_k_m, 35b-a3b q4_k_m, default switches.
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-400}
@@ -29,6 +31,10 @@ for gm in ${WIDE16_GATE_MODELS:-35b-a3b}; do
   MEMRA_MMVQ_WIDE16=1 MEMRA_MMVQ_TIGHT=1 timeout 60 $B gate kernels --model $gm --seed 205 >>$OUT/gk.log 2>&1
   echo "MEMRA_MMVQ_WIDE16=1 MEMRA_MMVQ_TIGHT=1 gate kernels $gm rc=$?"
 done
+for gm in ${GU2_GATE_MODELS:-35b-a3b}; do
+  MEMRA_MOE_GU2=1 timeout 60 $B gate kernels --model $gm --seed 206 >>$OUT/gk.log 2>&1
+  echo "MEMRA_MOE_GU2=1 gate kernels $gm rc=$?"
+done
 timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix >$OUT/gm.log 2>&1
 echo "gate model rc=$?"
 grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head -20
@@ -41,13 +47,14 @@ for m in ${AB_MODELS:-9b 27b 35b-a3b}; do
   $B mkmodel --preset $m --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 ||
     echo mkmodel failed
   $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-0.f32 2>>$OUT/ab.log
-  for v in MEMRA_MMVQ_TL=2 MEMRA_MMVQ_TIGHT=1; do
+  cv="MEMRA_MMVQ_TL=2 MEMRA_MMVQ_TIGHT=1"; [ $m = 35b-a3b ] && cv="$cv MEMRA_MOE_GU2=1"
+  for v in $cv; do
     env $v $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-1.f32 2>>$OUT/ab.log
     cmp /tmp/ev-0.f32 /tmp/ev-1.f32 && echo "$m eval 66 --all: $v logits cmp-equal to the default"
   done
   rm -f /tmp/ev-*.f32
   vs="- MEMRA_MMVQ_TIGHT=1"
-  [ $m = 35b-a3b ] && vs="$vs MEMRA_MMVQ_WIDE16=1 MEMRA_MMVQ_WIDE16=1,MEMRA_MMVQ_TIGHT=1"
+  [ $m = 35b-a3b ] && vs="$vs MEMRA_MOE_GU2=1 MEMRA_MMVQ_WIDE16=1,MEMRA_MMVQ_TIGHT=1"
   for r in 1 2; do
     for v in $vs; do
       e=; [ $v != - ] && e=${v//,/ }
@@ -64,6 +71,16 @@ for m in ${AB_MODELS:-9b 27b 35b-a3b}; do
     echo "ncu 9b rc=$?"
     ncu -i $OUT/ncu-9b.ncu-rep --page details >$OUT/ncu-9b.txt 2>&1
     ncu -i $OUT/ncu-9b.ncu-rep --page source --csv --print-source sass 2>&1 | gzip >$OUT/ncu-9b-sass.csv.gz
+    mv $OUT/ncu-9b.ncu-rep /tmp/
+  fi
+  # where the MoE decode pair stalls (35b-a3b): the same sections on 2 launches each of gu and down
+  if [ $m = 35b-a3b ] && left 120; then
+    timeout 90 ncu -k regex:k_moe_tc -c 6 --section SpeedOfLight --section Occupancy --section SchedulerStats \
+      --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis -o /tmp/ncu-35b $B bench \
+      -m $f --backend cuda --prefill 16 --depth 0 --decode-tokens 2 --reps 1 >>$OUT/ab.log 2>&1
+    echo "ncu 35b-a3b rc=$?"
+    ncu -i /tmp/ncu-35b.ncu-rep --page details >$OUT/ncu-35b.txt 2>&1
+    ncu -i /tmp/ncu-35b.ncu-rep --page source --csv --print-source sass 2>&1 | gzip >$OUT/ncu-35b-sass.csv.gz
   fi
   rm -f $f
   echo "t=$(( $(date +%s) - T0 ))"
@@ -78,3 +95,4 @@ for m in 9b:q4_k_m 9b:q8_0 27b:q4_k_m 35b-a3b:q4_k_m; do
   rm -f $f
 done 2>&1 | tee $OUT/table.txt
 echo "t=$(( $(date +%s) - T0 ))"
+cd $OUT && tar czf logs.tar.gz gk.log gm.log ab.log && rm -f gk.log gm.log ab.log

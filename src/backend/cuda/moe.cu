@@ -574,6 +574,101 @@ __global__ void __launch_bounds__(32 * KS, MINB)
     }
 }
 
+/* k_moe_tc_gu2 (MEMRA_MOE_GU2=1, opt-in until measured): k_moe_tc_gu's work and bits, with the gate tile and
+ * the up tile of a K range on two warps instead of one, and the weight rows through shared memory (16-byte
+ * cp.async) instead of registers, so a warp holds one tile's fragments at a time and twice the warps fit
+ * (8 a block, MINB blocks an SM). Why: k_moe_tc_gu issues one instruction every ~4 cycles a scheduler
+ * with 2.2 warps resident (168 registers; bench/results/2026-12-06b-h100.md): each warp's chain of
+ * dequantisation and MMAs over 4 tile-super-blocks, not DRAM, sets its time. Its 8-warp form with the
+ * weights in registers (KS 8, NB 1) spilled at 3 blocks an SM and measured the same.
+ * Bits: warp (tl, k) runs mmv_sb_q4k<1, 1> over range k's super-blocks in order for tile tl, which is
+ * what k_moe_tc_gu's warp k runs for that tile (the two tiles of mmv_sb_q4k<1, 2> share only the B
+ * fragments, which both warps stage from the same x); the block adds the KS partials in k order.
+ *
+ * Launch contract: k_moe_tc_gu's grid, shapes and alignment (rows of 16-byte aligned Q4_K, row_bytes a
+ * multiple of 16), block 64 KS, dynamic shared memory moe_gu2_smem(KS, NMAX) with NMAX >= ceil(H / 256 /
+ * KS): per warp NMAX super-blocks of 16 rows (144 bytes a row, row i at 144 i: mmv_raw::load_sh's slot) and
+ * NMAX staging areas. Warp w: tile w & 1 (0 gate, 1 up), K range w >> 1. */
+#define MOE_GU2_KS 4
+#define MOE_GU2_MINB 3
+
+static inline size_t moe_gu2_smem(int ks, int nmax) { return (size_t)2 * ks * nmax * (16 * 144 + MOE_TC_STG_B); }
+
+template <int KS, int MINB, int NMAX>
+__global__ void __launch_bounds__(64 * KS, MINB)
+    k_moe_tc_gu2(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu, const uint8_t *__restrict__ Sg,
+                 const uint8_t *__restrict__ Su, size_t row_bytes, int64_t H, int64_t F, int64_t Fs, int32_t E,
+                 int32_t K, const float *__restrict__ logits, const float *__restrict__ xn, float *__restrict__ act,
+                 int32_t *__restrict__ ids, float *__restrict__ wts) {
+    pdl_start();
+    extern __shared__ __align__(16) uint8_t gu2_sh[];
+    __shared__ float p[MOE_MAX_EXPERT];
+    __shared__ int32_t sid[MOE_MAX_USED];
+    __shared__ float sw[MOE_MAX_USED];
+    __shared__ float part[KS][2][16];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+    const int tl = warp & 1, kr = warp >> 1;
+    const int nsb = (int)(H / 256);
+    const int sb0 = kr * nsb / KS, sb1 = (kr + 1) * nsb / KS, n = sb1 - sb0; /* n <= NMAX */
+    uint8_t *wsh = gu2_sh + (size_t)warp * NMAX * (16 * 144 + MOE_TC_STG_B);
+    uint32_t *stg = (uint32_t *)(wsh + NMAX * 16 * 144);
+    const int64_t t = blockIdx.y, n_rows = Fs + (int64_t)K * F, tile = (int64_t)blockIdx.x * 16;
+    const bool routed = tile < (int64_t)K * F; /* uniform over the block */
+    const int64_t row0 = routed ? Fs + tile : tile - (int64_t)K * F;
+    const float *x = xn + t * H;
+    float sinv[NMAX];
+    auto stage = [&]() {
+#pragma unroll
+        for (int i = 0; i < NMAX; i++)
+            if (i < n)
+                mmv_stage<1>(x, H, 1, sb0 + i, lane, stg + i * (MOE_TC_STG_B / 4), sinv + i, nullptr, nullptr,
+                             nullptr);
+    };
+    auto issue = [&](const uint8_t *W, int64_t r0) { /* the tile's 16 rows of each super-block, 9 chunks a row */
+        for (int i = 0; i < n; i++)
+            for (int c = lane; c < 16 * 9; c += 32) {
+                const int r = c / 9, o = 16 * (c - 9 * r);
+                mmv_cp16(wsh + i * (16 * 144) + r * 144 + o, W + (r0 + r) * (int64_t)row_bytes + (sb0 + i) * 144 + o);
+            }
+        mmv_cp_commit();
+    };
+    const bool pre = !(routed && warp == 0);
+    if (!routed) issue(tl ? Su : Sg, row0);
+    if (pre) stage();
+    if (routed) {
+        if (warp == 0) warp_route(logits + t * E, E, K, p, sid, sw);
+        __syncthreads();
+        if (blockIdx.x == 0)
+            for (int j = threadIdx.x; j < K; j += blockDim.x) ids[t * K + j] = sid[j], wts[t * K + j] = sw[j];
+        const int64_t j = tile / F;
+        const int32_t e = sid[j];
+        if (e < 0 || e >= E) { /* uniform over the block */
+            if (threadIdx.x < 16) act[t * n_rows + row0 + threadIdx.x] = NAN;
+            return;
+        }
+        issue(tl ? Wu : Wg, (int64_t)e * F + tile - j * F);
+        if (!pre) stage();
+    }
+    mmv_cp_wait<0>();
+    __syncwarp();
+    float acc[1][1][2] = {{{0.0f, 0.0f}}};
+#pragma unroll
+    for (int i = 0; i < NMAX; i++)
+        if (i < n) {
+            mmv_raw cur;
+            cur.load_sh(wsh + i * (16 * 144), 0, gid, tig);
+            mmv_sb_q4k<1, 1>(&cur, acc, stg + i * (MOE_TC_STG_B / 4), sinv + i, 1, gid, tig);
+        }
+    if (tig == 0) part[kr][tl][gid] = acc[0][0][0], part[kr][tl][gid + 8] = acc[0][0][1];
+    __syncthreads();
+    const int i = threadIdx.x;
+    if (i < 16) {
+        float g = part[0][0][i], u = part[0][1][i];
+        for (int k = 1; k < KS; k++) g = __fadd_rn(g, part[k][0][i]), u = __fadd_rn(u, part[k][1][i]);
+        act[t * n_rows + row0 + i] = silu_f(g) * u;
+    }
+}
+
 /* Launch contract: grid (H / 16, T), block 32 * min(n_items, MOE_TC_DN_WARPS) with
  * n_items = K F / 256 + Fs / 256 <= MOE_TC_ITEMS, dynamic shared memory
  * (block warps) * MOE_TC_STG_B; TD = Q4_K (F, Fs multiples of 256) or Q6_K
@@ -980,6 +1075,13 @@ static int moe_tc_on(void) {
     return env_on("MEMRA_MOE_TC", &on);
 }
 
+/* MEMRA_MOE_GU2=1 (read once): k_moe_tc_gu2 for the decode gate/up phase where it fits (opt-in until
+ * measured; the same bits). */
+static int moe_gu2_on(void) {
+    static int on = -1;
+    return env_opt_in("MEMRA_MOE_GU2", &on);
+}
+
 /* Whether the tensor-core kernels take this layer's gate/up, down phase. */
 static bool moe_tc_gu_ok(uint32_t tgu, int64_t H, int64_t F, int64_t Fs) {
     return tgu == MEMRA_TYPE_Q4_K && H % 256 == 0 && F % 16 == 0 && Fs % 16 == 0;
@@ -1141,8 +1243,18 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
     size_t rb = p->gate_exps->row_bytes;
     if (tc && moe_tc_gu_ok(tgu, H, F, Fs)) {
         dim3 g((unsigned)((Fs + (int64_t)K * F) / 16), (unsigned)T);
-        cuda_launch(k_moe_tc_gu<MOE_TC_GU_KS, MOE_TC_GU_NB, 3>, g, 32 * MOE_TC_GU_KS, 0, s, Wg, Wu, Sg, Su, rb, H, F,
-                    Fs, E, K, logits, xn, act, ids, w);
+        const int nmax = (int)((H / 256 + MOE_GU2_KS - 1) / MOE_GU2_KS);
+        if (moe_gu2_on() && nmax <= 2 && rb % 16 == 0 && cuda_aligned16(Wg) && cuda_aligned16(Wu) &&
+            (!shared || (cuda_aligned16(Sg) && cuda_aligned16(Su)))) {
+            constexpr auto k2 = k_moe_tc_gu2<MOE_GU2_KS, MOE_GU2_MINB, 2>;
+            const size_t sm = moe_gu2_smem(MOE_GU2_KS, 2);
+            const cudaError_t ce = cuda_smem_limit<k2>((int)sm);
+            if (ce != cudaSuccess) return cuda_check(be, ce, "moe_block: gate/up shared memory");
+            cuda_launch(k2, g, 64 * MOE_GU2_KS, sm, s, Wg, Wu, Sg, Su, rb, H, F, Fs, E, K, logits, xn, act, ids, w);
+        } else {
+            cuda_launch(k_moe_tc_gu<MOE_TC_GU_KS, MOE_TC_GU_NB, 3>, g, 32 * MOE_TC_GU_KS, 0, s, Wg, Wu, Sg, Su, rb, H,
+                        F, Fs, E, K, logits, xn, act, ids, w);
+        }
     } else {
         const int64_t per_block = MOE_GU_WARPS * MOE_GU_F;
         dim3 g((unsigned)((Fs + (int64_t)K * F + per_block - 1) / per_block), (unsigned)T);
