@@ -487,6 +487,39 @@ __global__ void __launch_bounds__(32 * MOE_DN_MAX_WARPS)
 static_assert(MOE_TC_STG_B >= MMV_TOK_W * 4 && MOE_TC_STG_B >= 2 * MMV6_TS * 2 && MOE_TC_STG_B % 16 == 0,
               "staging area of one token");
 
+/* The routed blocks' step in k_moe_tc_gu and k_moe_tc_gu2: warp 0 routes token t (warp_route; the other
+ * warps stage their activations meanwhile), block 0 writes ids[t] and w[t]. Returns the first row of the
+ * tile's rows in the expert weights, or -1 for an expert id out of range (uniform over the block), after
+ * writing NaN to the tile's 16 act rows at act_t. */
+__device__ __forceinline__ int64_t moe_gu_route(const float *__restrict__ logits, int64_t t, int32_t E, int32_t K,
+                                                int64_t F, int64_t tile, float *p, int32_t *sid, float *sw,
+                                                int32_t *__restrict__ ids, float *__restrict__ wts, float *act_t) {
+    if (threadIdx.x < 32) warp_route(logits + t * E, E, K, p, sid, sw);
+    __syncthreads();
+    if (blockIdx.x == 0)
+        for (int j = threadIdx.x; j < K; j += blockDim.x) ids[t * K + j] = sid[j], wts[t * K + j] = sw[j];
+    const int64_t j = tile / F;
+    const int32_t e = sid[j];
+    if (e < 0 || e >= E) {
+        if (threadIdx.x < 16) act_t[threadIdx.x] = NAN;
+        return -1;
+    }
+    return (int64_t)e * F + tile - j * F;
+}
+
+/* The end of both: after the block's barrier, thread i < 16 adds the KS partials of gate row i and of up row
+ * i in range order and writes act_t[i] = silu(gate) * up. */
+template <int KS>
+__device__ __forceinline__ void moe_gu_finish(const float (*part)[2][16], float *act_t) {
+    __syncthreads();
+    const int i = threadIdx.x;
+    if (i < 16) {
+        float g = part[0][0][i], u = part[0][1][i];
+        for (int k = 1; k < KS; k++) g = __fadd_rn(g, part[k][0][i]), u = __fadd_rn(u, part[k][1][i]);
+        act_t[i] = silu_f(g) * u;
+    }
+}
+
 /* Launch contract: grid ((K * F + Fs) / 16, T), block 32 * KS; H % 256 ==
  * 0, F % 16 == 0, Fs % 16 == 0 (a tile never straddles two experts); Q4_K
  * rows 16-byte aligned, xn rows 16-byte aligned. Block b < K F / 16 takes
@@ -529,17 +562,9 @@ __global__ void __launch_bounds__(32 * KS, MINB)
     const uint8_t *G = Sg, *U = Su;
     int64_t r0 = row0;
     if (routed) {
-        if (warp == 0) warp_route(logits + t * E, E, K, p, sid, sw);
-        __syncthreads();
-        if (blockIdx.x == 0)
-            for (int j = threadIdx.x; j < K; j += blockDim.x) ids[t * K + j] = sid[j], wts[t * K + j] = sw[j];
-        const int64_t j = tile / F;
-        const int32_t e = sid[j];
-        if (e < 0 || e >= E) { /* uniform over the block */
-            if (threadIdx.x < 16) act[t * n_rows + row0 + threadIdx.x] = NAN;
-            return;
-        }
-        G = Wg, U = Wu, r0 = (int64_t)e * F + tile - j * F;
+        r0 = moe_gu_route(logits, t, E, K, F, tile, p, sid, sw, ids, wts, act + t * n_rows + row0);
+        if (r0 < 0) return; /* uniform over the block */
+        G = Wg, U = Wu;
     }
     const uint8_t *rows[2][2];
 #pragma unroll
@@ -565,13 +590,7 @@ __global__ void __launch_bounds__(32 * KS, MINB)
 #pragma unroll
         for (int tl = 0; tl < 2; tl++) part[warp][tl][gid] = acc[tl][0][0], part[warp][tl][gid + 8] = acc[tl][0][1];
     }
-    __syncthreads();
-    const int i = threadIdx.x;
-    if (i < 16) {
-        float g = part[0][0][i], u = part[0][1][i];
-        for (int k = 1; k < KS; k++) g = __fadd_rn(g, part[k][0][i]), u = __fadd_rn(u, part[k][1][i]);
-        act[t * n_rows + row0 + i] = silu_f(g) * u;
-    }
+    moe_gu_finish<KS>(part, act + t * n_rows + row0);
 }
 
 /* k_moe_tc_gu2 (MEMRA_MOE_GU2=1, opt-in until measured): k_moe_tc_gu's work and bits, with the gate tile and
@@ -636,17 +655,9 @@ __global__ void __launch_bounds__(64 * KS, MINB)
     if (!routed) issue(tl ? Su : Sg, row0);
     if (pre) stage();
     if (routed) {
-        if (warp == 0) warp_route(logits + t * E, E, K, p, sid, sw);
-        __syncthreads();
-        if (blockIdx.x == 0)
-            for (int j = threadIdx.x; j < K; j += blockDim.x) ids[t * K + j] = sid[j], wts[t * K + j] = sw[j];
-        const int64_t j = tile / F;
-        const int32_t e = sid[j];
-        if (e < 0 || e >= E) { /* uniform over the block */
-            if (threadIdx.x < 16) act[t * n_rows + row0 + threadIdx.x] = NAN;
-            return;
-        }
-        issue(tl ? Wu : Wg, (int64_t)e * F + tile - j * F);
+        const int64_t r0 = moe_gu_route(logits, t, E, K, F, tile, p, sid, sw, ids, wts, act + t * n_rows + row0);
+        if (r0 < 0) return; /* uniform over the block */
+        issue(tl ? Wu : Wg, r0);
         if (!pre) stage();
     }
     mmv_cp_wait<0>();
@@ -660,13 +671,7 @@ __global__ void __launch_bounds__(64 * KS, MINB)
             mmv_sb_q4k<1, 1>(&cur, acc, stg + i * (MOE_TC_STG_B / 4), sinv + i, 1, gid, tig);
         }
     if (tig == 0) part[kr][tl][gid] = acc[0][0][0], part[kr][tl][gid + 8] = acc[0][0][1];
-    __syncthreads();
-    const int i = threadIdx.x;
-    if (i < 16) {
-        float g = part[0][0][i], u = part[0][1][i];
-        for (int k = 1; k < KS; k++) g = __fadd_rn(g, part[k][0][i]), u = __fadd_rn(u, part[k][1][i]);
-        act[t * n_rows + row0 + i] = silu_f(g) * u;
-    }
+    moe_gu_finish<KS>(part, act + t * n_rows + row0);
 }
 
 /* Launch contract: grid (H / 16, T), block 32 * min(n_items, MOE_TC_DN_WARPS) with
