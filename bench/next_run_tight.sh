@@ -1,5 +1,5 @@
 #!/bin/bash
-# The pending device call of sessions 27 and 28 (bench/next_run_tight.sh). From the repo root with .bin/memra (this tree,
+# The pending device call of sessions 27 and 28. From the repo root with .bin/memra (this tree,
 # stripped) and .fix carried xz'd; parts in order of need, each skipped when BUDGET seconds would be passed
 # (GATE_MODELS, TIGHT_GATE_MODELS, AB_MODELS: a shorter call); 8 files under $OUT, the most that come back:
 #   1. the new default (one tile a warp for the swiglu pairs too): gate kernels 9b, 27b, 35b-a3b, 0.8b, gate model;
