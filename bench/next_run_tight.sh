@@ -6,7 +6,7 @@
 #      MEMRA_MMVQ_TIGHT=1 (k_mmvq_tm launch-bounded to 24 warps an SM): gate kernels 9b, 27b;
 #      MEMRA_MMVQ_WIDE16=1 (16-warp blocks for the grids under the SM count: 35b-a3b's {4096, 2048}): 35b-a3b;
 #      MEMRA_MOE_GU2=1 (k_moe_tc_gu2: gate and up tiles on separate warps, weights through shared memory): 35b-a3b;
-#   2. per model (9b, 27b, 35b-a3b q4_k_m): logits of 66 tokens (eval --all) under MEMRA_MMVQ_TL=2 and under
+#   2. per model (35b-a3b, 9b, 27b q4_k_m): logits of 66 tokens (eval --all) under MEMRA_MMVQ_TL=2 and under
 #      MEMRA_MMVQ_TIGHT=1 (35b-a3b: also MEMRA_MOE_GU2=1) cmp-equal to the default (none moves a bit by design);
 #      decode@0 [-, TIGHT] (35b-a3b: also GU2, WIDE16 + TIGHT), two rounds;
 #      9b also: ncu's warp-state and source (stall sampling) sections of 8 k_mmvq_tm launches of a decode step
@@ -41,7 +41,7 @@ grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head -20
 echo "t=$(( $(date +%s) - T0 ))"
 TOK=$(python3 -c "import random; random.seed(7)
 print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
-for m in ${AB_MODELS:-9b 27b 35b-a3b}; do
+for m in ${AB_MODELS:-35b-a3b 9b 27b}; do
   left 80 || break
   f=/tmp/ab-$m.gguf
   $B mkmodel --preset $m --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 ||
