@@ -9,9 +9,9 @@
 #   2. per model (35b-a3b, 9b, 27b q4_k_m): logits of 66 tokens (eval --all) under MEMRA_MMVQ_TL=2 and under
 #      MEMRA_MMVQ_TIGHT=1 (35b-a3b: also MEMRA_MOE_GU2=1) cmp-equal to the default (none moves a bit by design);
 #      decode@0 [-, TIGHT] (35b-a3b: also GU2, WIDE16 + TIGHT), two rounds;
-#      9b also: ncu's warp-state and source (stall sampling) sections of 8 k_mmvq_tm launches of a decode step
+#      9b also: ncu's warp-state, source (stall sampling) and memory sections of 8 k_mmvq_tm launches of a step
 #      (its details page and its SASS page as CSV);
-#      35b-a3b also: the same ncu sections (and memory workload) on 6 launches of k_moe_tc_gu / k_moe_tc_down;
+#      35b-a3b also: the same ncu sections on 6 launches of k_moe_tc_gu / k_moe_tc_down;
 #   3. the table: decode@0 and prefill 512 of 9b q4_k_m, 9b q8_0, 27b q4_k_m, 35b-a3b q4_k_m, default switches.
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-400}
@@ -39,6 +39,16 @@ timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix >$
 echo "gate model rc=$?"
 grep -E "passed|FAIL" $OUT/gk.log $OUT/gm.log | head -20
 echo "t=$(( $(date +%s) - T0 ))"
+# stalls NAME REGEX COUNT: ncu's sections on COUNT launches of kernels matching REGEX in a decode run of $f
+# (memory workload too); its details page and its SASS page (CSV) under $OUT as ncu-NAME.txt, ncu-NAME-sass.csv.gz
+stalls() {
+  timeout 90 ncu -k regex:$2 -c $3 --section SpeedOfLight --section Occupancy --section SchedulerStats \
+    --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis -o /tmp/ncu-$1 $B bench \
+    -m $f --backend cuda --prefill 16 --depth 0 --decode-tokens 2 --reps 1 >>$OUT/ab.log 2>&1
+  echo "ncu $1 rc=$?"
+  ncu -i /tmp/ncu-$1.ncu-rep --page details >$OUT/ncu-$1.txt 2>&1
+  ncu -i /tmp/ncu-$1.ncu-rep --page source --csv --print-source sass 2>&1 | gzip >$OUT/ncu-$1-sass.csv.gz
+}
 TOK=$(python3 -c "import random; random.seed(7)
 print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
 for m in ${AB_MODELS:-35b-a3b 9b 27b}; do
@@ -63,25 +73,9 @@ for m in ${AB_MODELS:-35b-a3b 9b 27b}; do
       echo "$m q4_k_m r$r [$v] $d"
     done
   done
-  # where a 9b decode matvec stalls: the warp state and source (stall sampling) sections
-  if [ $m = 9b ] && left 150; then
-    timeout 90 ncu -k regex:k_mmvq_tm -c 8 --section SpeedOfLight --section Occupancy --section SchedulerStats \
-      --section WarpStateStats --section SourceCounters -o $OUT/ncu-9b $B bench -m $f --backend cuda --prefill 16 \
-      --depth 0 --decode-tokens 2 --reps 1 >>$OUT/ab.log 2>&1
-    echo "ncu 9b rc=$?"
-    ncu -i $OUT/ncu-9b.ncu-rep --page details >$OUT/ncu-9b.txt 2>&1
-    ncu -i $OUT/ncu-9b.ncu-rep --page source --csv --print-source sass 2>&1 | gzip >$OUT/ncu-9b-sass.csv.gz
-    mv $OUT/ncu-9b.ncu-rep /tmp/
-  fi
-  # where the MoE decode pair stalls (35b-a3b): the same sections on 2 launches each of gu and down
-  if [ $m = 35b-a3b ] && left 120; then
-    timeout 90 ncu -k regex:k_moe_tc -c 6 --section SpeedOfLight --section Occupancy --section SchedulerStats \
-      --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis -o /tmp/ncu-35b $B bench \
-      -m $f --backend cuda --prefill 16 --depth 0 --decode-tokens 2 --reps 1 >>$OUT/ab.log 2>&1
-    echo "ncu 35b-a3b rc=$?"
-    ncu -i /tmp/ncu-35b.ncu-rep --page details >$OUT/ncu-35b.txt 2>&1
-    ncu -i /tmp/ncu-35b.ncu-rep --page source --csv --print-source sass 2>&1 | gzip >$OUT/ncu-35b-sass.csv.gz
-  fi
+  # where a decode step's kernels stall: ncu's warp state and source (stall sampling) sections
+  [ $m = 9b ] && left 150 && stalls 9b k_mmvq_tm 8       # 8 of the matvecs
+  [ $m = 35b-a3b ] && left 120 && stalls 35b k_moe_tc 6  # 3 each of the MoE pair, gu and down
   rm -f $f
   echo "t=$(( $(date +%s) - T0 ))"
 done 2>&1 | tee $OUT/ab.txt
