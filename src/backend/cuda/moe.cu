@@ -593,16 +593,21 @@ __global__ void __launch_bounds__(32 * KS, MINB)
     moe_gu_finish<KS>(part, act + t * n_rows + row0);
 }
 
-/* k_moe_tc_gu2 (MEMRA_MOE_GU2=1, opt-in until measured): k_moe_tc_gu's work and bits, with the gate tile and
- * the up tile of a K range on two warps instead of one, and the weight rows through shared memory (16-byte
- * cp.async) instead of registers, so a warp holds one tile's fragments at a time and twice the warps fit
- * (8 a block, MINB blocks an SM). Why: k_moe_tc_gu issues one instruction every ~4 cycles a scheduler
- * with 2.2 warps resident (168 registers; bench/results/2026-12-06b-h100.md): each warp's chain of
- * dequantisation and MMAs over 4 tile-super-blocks, not DRAM, sets its time. Its 8-warp form with the
- * weights in registers (KS 8, NB 1) spilled at 3 blocks an SM and measured the same.
+/* k_moe_tc_gu2 (the default where H / 256 / KS <= 2; MEMRA_MOE_GU2=0: k_moe_tc_gu): k_moe_tc_gu's work and
+ * bits, with the gate tile and the up tile of a K range on two warps instead of one, and the weight rows
+ * through shared memory (16-byte cp.async) instead of registers, so a warp holds one tile's fragments at a
+ * time and twice the warps fit (8 a block, MINB blocks an SM). Why: k_moe_tc_gu issues one instruction every
+ * ~4 cycles a scheduler with 2.2 warps resident (168 registers; bench/results/2026-12-06b-h100.md): each
+ * warp's chain of dequantisation and MMAs over 4 tile-super-blocks, not DRAM, sets its time. Its 8-warp
+ * form with the weights in registers (KS 8, NB 1) spilled at 3 blocks an SM and measured the same.
  * Bits: warp (tl, k) runs mmv_sb_q4k<1, 1> over range k's super-blocks in order for tile tl, which is
  * what k_moe_tc_gu's warp k runs for that tile (the two tiles of mmv_sb_q4k<1, 2> share only the B
  * fragments, which both warps stage from the same x); the block adds the KS partials in k order.
+ * Measured (H100, 35b-a3b q4_k_m decode@0 tok/s, interleaved rounds, bench/results/2026-12-07-h100.md):
+ * k_moe_tc_gu 448.7 / 445.2 / 443.2 / 440.4, k_moe_tc_gu2 458.8 / 457.7 / 452.2 / 456.1 (+2.5%); gate
+ * kernels 35b-a3b 1154 / 0 and logits of 66 tokens cmp-equal to k_moe_tc_gu's.
+ * NMAX = 2 only (35B-A3B's H = 2048): the larger models' H (3072, 4096) take k_moe_tc_gu until an NMAX 3-4
+ * form is measured (its shared memory would allow 2 blocks an SM, not 3).
  *
  * Launch contract: k_moe_tc_gu's grid, shapes and alignment (rows of 16-byte aligned Q4_K, row_bytes a
  * multiple of 16), block 64 KS, dynamic shared memory moe_gu2_smem(KS, NMAX) with NMAX >= ceil(H / 256 /
@@ -1080,11 +1085,11 @@ static int moe_tc_on(void) {
     return env_on("MEMRA_MOE_TC", &on);
 }
 
-/* MEMRA_MOE_GU2=1 (read once): k_moe_tc_gu2 for the decode gate/up phase where it fits (opt-in until
- * measured; the same bits). */
+/* MEMRA_MOE_GU2=0 (read once): k_moe_tc_gu for the decode gate/up phase even where k_moe_tc_gu2 fits
+ * (the same bits). */
 static int moe_gu2_on(void) {
     static int on = -1;
-    return env_opt_in("MEMRA_MOE_GU2", &on);
+    return env_on("MEMRA_MOE_GU2", &on);
 }
 
 /* Whether the tensor-core kernels take this layer's gate/up, down phase. */
