@@ -726,7 +726,6 @@ static inline void mmvq_blocks1(mmv_args *a) {
  * nothing.
  * D: mmvq_tm_d, a function of the row length (and TL), never of T. */
 #define MMVQ_TM_D 2 /* ring slots; 4 for long warp ranges (mmvq_tm_d) */
-#define MMVQ_KS_WIDE 16 /* warps of k_mmvq_tm's 16-warp form (mmvq_ks) */
 
 /* D = 4 where a warp walks 8 or more super-blocks (nsb / ks >= 8: rows of
  * 16,384 or more, 27b's ffn_down {17408, 5120}: 24.9 against 28.5 us),
@@ -1006,13 +1005,23 @@ static inline int mmvq_tm3(void) {
  * (the 256-thread bound's 128 registers: 4 blocks of 4 warps, 2 of 6 or 8).
  * More warps, more super-blocks in flight (each warp's ring holds one while
  * it multiplies another): what tm3 did for ks = 6 (27b +1.5%), for every ks.
- * The same arithmetic: the same bits. MEMRA_MMVQ_TIGHT=1, opt-in until
- * measured (written without a GPU, 2026-12-06h). */
+ * The same arithmetic: the same bits. Opt-in: H100, decode@0 tok/s, two
+ * rounds (bench/results/2026-12-07-h100.md), every ks tight: 27b q4_k_m
+ * 114.2 / 114.1 -> 117.2 / 117.1 (+2.6%), 9b 340.3 / 342.8 -> 316.4 / 313.3
+ * (-8%), 35b-a3b 448.7 / 445.2 -> 400.0 / 396.8 (-11%). 27b's launches are
+ * mostly ks = 5 (rows of 5,120), 9b's ks = 4, 35b-a3b's 2-4, so
+ * MEMRA_MMVQ_TIGHT=N makes only the launches of ks >= N tight (N = 1: all);
+ * unset or 0: none. */
 #define MMVQ_TIGHT_WARPS 24
 
-static inline bool mmvq_tight(void) {
-    static int on = -1;
-    return env_opt_in("MEMRA_MMVQ_TIGHT", &on);
+static inline bool mmvq_tight(int ks) {
+    static int min_ks = -1;
+    if (min_ks < 0) {
+        const char *e = getenv("MEMRA_MMVQ_TIGHT");
+        const int v = e ? atoi(e) : 0;
+        min_ks = v > 0 ? v : MMV_KS_MAX + 1;
+    }
+    return ks >= min_ks;
 }
 
 template <int TYPE, int D, int KS>
@@ -1027,7 +1036,6 @@ static cudaError_t mmvq_launch_tight_k(const mmv_args &a, const uint8_t *buf, cu
 template <int TYPE>
 static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl,
                               cudaError_t *e) {
-    if (ks > MMV_KS_MAX) return false; /* the 16-warp form has no tight variant */
     if constexpr (TYPE == MEMRA_TYPE_Q4_K)
         if (mmvq_tm_d((int)(a.in / 256), ks, 1) == 4) {
             if (ks != 8) return false;
@@ -1049,15 +1057,8 @@ static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_
 
 template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
-    if constexpr (TL == 1)
-        if (a.tm && ks > MMV_KS_MAX) { /* mmvq_ks's 16-warp form (MEMRA_MMVQ_WIDE16=1): blocks of 512 threads */
-            constexpr int SBB = (int)tm_sb_stride(TYPE, true);
-            return mmvq_launch_k<k_mmvq_tm<NP, 1, 1, MMVQ_TM_D, 32 * MMVQ_KS_WIDE, TYPE>>(
-                a, buf, s, ks, pdl, mmvq_tm_smem_bytes(MMVQ_TM_D, NP, 1, ks, SBB),
-                mmvq_tm_smem_bytes(MMVQ_TM_D, NP, 1, MMVQ_KS_WIDE, SBB));
-        }
     if constexpr (NP == 1 && TL == 1)
-        if (a.tm && mmvq_tight()) {
+        if (a.tm && mmvq_tight(ks)) {
             cudaError_t e;
             if (mmvq_launch_tight<TYPE>(a, buf, s, ks, pdl, &e)) return e;
         }
@@ -1108,7 +1109,11 @@ static cudaError_t mmvq_launch_tm2(const mmv_args &a, const uint8_t *buf, cudaSt
  * tile-major weights (bench/results/2026-12-06h-h100.md, two interleaved
  * rounds): TL = 1 for swiglu too 9b q4_k_m 331.3 / 332.2 -> 344.1 / 344.6
  * (+3.9%), 27b 111.1 / 111.2 -> 114.8 / 114.5 (+3.1%), 35b-a3b (no
- * dense swiglu) unchanged. TL moves no bit (mmvq_tiles).
+ * dense swiglu) unchanged. A tile's arithmetic is the same at either TL
+ * (mmvq_tiles), but TL = 2 halves a launch's blocks, so mmvq_ks's widening
+ * (a function of the block count) can give a launch another K split: under
+ * MEMRA_MMVQ_TL=2 the T = 2 logits of 9b and 35b-a3b q4_k_m differ in the
+ * last bits (5e-5 at most), 27b's do not (2026-12-07-h100.md).
  * MEMRA_MMVQ_TL=2 gives every warp two tiles (the layout before
  * 2026-12-03f). Registers: NP = 1 fits 128 (two blocks of 256 per SM)
  * without spills at either TL. */
@@ -1136,21 +1141,13 @@ static inline int mmvq_tl(void) {
  * of T: a row's bits are fixed by its call site (a weight launched alone and
  * the same weight in a wider multi-weight launch may differ in the last
  * bits). MEMRA_MMVQ_WIDE=0: mmv_ks everywhere. sms: the device's SM count
- * (cuda_impl.sm_count).
- * wide16: the launch may take k_mmvq_tm's 16-warp form (tile-major, one
- * tile a warp); under MEMRA_MMVQ_WIDE16=1 those grids then take one
- * super-block a warp, up to MMVQ_KS_WIDE warps: 35b-a3b's 128 blocks of
- * 8 warps become 128 of 16, twice the bytes in flight again. Opt-in until
- * measured (written without a GPU, 2026-12-06h); it changes those rows'
- * K split, so their last bits, as WIDE did. The 512-thread kernels hold 128
- * registers: none spilled at T <= 4, 0.4-1.2 KB at T >= 5 (NP 4, 8). */
-static inline int mmvq_ks(int nsb, int blocks, int sms, bool wide16 = false) {
-    static int on = -1, on16 = -1;
+ * (cuda_impl.sm_count). Sixteen warps of one super-block each there
+ * (MEMRA_MMVQ_WIDE16=1, 2026-12-07) lost 1.3% on 35b-a3b: removed. */
+static inline int mmvq_ks(int nsb, int blocks, int sms) {
+    static int on = -1;
     const int ks = mmv_ks(nsb);
     if (!env_on("MEMRA_MMVQ_WIDE", &on) || blocks >= sms || 2 * blocks < sms) return ks;
-    const bool w16 = wide16 && env_opt_in("MEMRA_MMVQ_WIDE16", &on16);
-    const int cap = w16 ? MMVQ_KS_WIDE : MMV_KS_MAX, per = w16 ? 1 : 2;
-    const int k2 = nsb / per > cap ? cap : nsb / per;
+    const int k2 = nsb / 2 > MMV_KS_MAX ? MMV_KS_MAX : nsb / 2;
     return k2 > ks ? k2 : ks;
 }
 
@@ -1165,7 +1162,7 @@ static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaSt
     if (mmvq_tl() == 1) {
         mmv_args a = a0;
         mmvq_blocks1(&a);
-        const int ks = mmvq_ks(nsb, a.blk0[4], sms, a.tm);
+        const int ks = mmvq_ks(nsb, a.blk0[4], sms);
         if (mmvq_tm2_use(TYPE, a, ks, sms)) { /* Q4_K: mmvq_tm_d's ring; Q6_K: 2, as k_mmvq_tm's */
             if constexpr (TYPE == MEMRA_TYPE_Q4_K)
                 if (mmvq_tm_d(nsb, ks, 1) == 4) return mmvq_launch_tm2<TYPE, 4>(a, buf, s, ks, pdl);
