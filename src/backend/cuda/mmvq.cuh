@@ -1142,11 +1142,18 @@ static inline int mmvq_tl(void) {
  * the same weight in a wider multi-weight launch may differ in the last
  * bits). MEMRA_MMVQ_WIDE=0: mmv_ks everywhere. sms: the device's SM count
  * (cuda_impl.sm_count). Sixteen warps of one super-block each there
- * (MEMRA_MMVQ_WIDE16=1, 2026-12-07) lost 1.3% on 35b-a3b: removed. */
+ * (MEMRA_MMVQ_WIDE16=1, 2026-12-07) lost 1.3% on 35b-a3b: removed.
+ * MEMRA_MMVQ_WIDE2=1 (opt-in, NOT YET RUN) widens the grids of up to twice
+ * the SM count too: 9b's ssm_out, z + beta + alpha and attn_output (256-260
+ * blocks of 4 warps, 7.1-7.4 warps an SM, 26-28% of DRAM peak in ncu,
+ * bench/results/2026-12-07-h100.md) become 8 warps of 2 super-blocks, all
+ * of a warp's super-blocks in flight at once. Their K split changes, so
+ * their last bits. */
 static inline int mmvq_ks(int nsb, int blocks, int sms) {
-    static int on = -1;
+    static int on = -1, on2 = -1;
     const int ks = mmv_ks(nsb);
-    if (!env_on("MEMRA_MMVQ_WIDE", &on) || blocks >= sms || 2 * blocks < sms) return ks;
+    const int top = env_opt_in("MEMRA_MMVQ_WIDE2", &on2) ? 2 * sms : sms;
+    if (!env_on("MEMRA_MMVQ_WIDE", &on) || blocks >= top || 2 * blocks < sms) return ks;
     const int k2 = nsb / 2 > MMV_KS_MAX ? MMV_KS_MAX : nsb / 2;
     return k2 > ks ? k2 : ks;
 }
