@@ -1005,23 +1005,25 @@ static inline int mmvq_tm3(void) {
  * (the 256-thread bound's 128 registers: 4 blocks of 4 warps, 2 of 6 or 8).
  * More warps, more super-blocks in flight (each warp's ring holds one while
  * it multiplies another): what tm3 did for ks = 6 (27b +1.5%), for every ks.
- * The same arithmetic: the same bits. Opt-in: H100, decode@0 tok/s, two
- * rounds (bench/results/2026-12-07-h100.md), every ks tight: 27b q4_k_m
+ * The same arithmetic: the same bits. H100, decode@0 tok/s, two interleaved
+ * rounds (bench/results/2026-12-07-h100.md): every ks tight, 27b q4_k_m
  * 114.2 / 114.1 -> 117.2 / 117.1 (+2.6%), 9b 340.3 / 342.8 -> 316.4 / 313.3
- * (-8%), 35b-a3b 448.7 / 445.2 -> 400.0 / 396.8 (-11%). 27b's launches are
- * mostly ks = 5 (rows of 5,120), 9b's ks = 4, 35b-a3b's 2-4, so
- * MEMRA_MMVQ_TIGHT=N makes only the launches of ks >= N tight (N = 1: all);
- * unset or 0: none. */
+ * (-8%), 35b-a3b 448.7 / 445.2 -> 400.0 / 396.8 (-11%); by K split (runs
+ * 3-4), 27b 114.7 / 114.9 -> ks >= 5 118.1 / 118.3, ks >= 6 115.9 / 115.3,
+ * 9b 341.3 / 344.5 -> ks >= 5 (there: 8 only) 326.0 / 323.6. So tight
+ * where ks is 5 or 6 (27b's rows of 5,120 and 6,144; 9b and 35b-a3b have
+ * none), not at 2-4 or 8. MEMRA_MMVQ_TIGHT=N: tight for ks >= N instead
+ * (N = 1: all); =0: none. */
 #define MMVQ_TIGHT_WARPS 24
 
 static inline bool mmvq_tight(int ks) {
     static int min_ks = -1;
     if (min_ks < 0) {
         const char *e = getenv("MEMRA_MMVQ_TIGHT");
-        const int v = e ? atoi(e) : 0;
-        min_ks = v > 0 ? v : MMV_KS_MAX + 1;
+        const int v = e ? atoi(e) : -1;
+        min_ks = v < 0 ? 0 : v > 0 ? v : MMV_KS_MAX + 1; /* 0: the default rule */
     }
-    return ks >= min_ks;
+    return min_ks ? ks >= min_ks : ks == 5 || ks == 6;
 }
 
 template <int TYPE, int D, int KS>
@@ -1141,19 +1143,14 @@ static inline int mmvq_tl(void) {
  * of T: a row's bits are fixed by its call site (a weight launched alone and
  * the same weight in a wider multi-weight launch may differ in the last
  * bits). MEMRA_MMVQ_WIDE=0: mmv_ks everywhere. sms: the device's SM count
- * (cuda_impl.sm_count). Sixteen warps of one super-block each there
- * (MEMRA_MMVQ_WIDE16=1, 2026-12-07) lost 1.3% on 35b-a3b: removed.
- * MEMRA_MMVQ_WIDE2=1 (opt-in, NOT YET RUN) widens the grids of up to twice
- * the SM count too: 9b's ssm_out, z + beta + alpha and attn_output (256-260
- * blocks of 4 warps, 7.1-7.4 warps an SM, 26-28% of DRAM peak in ncu,
- * bench/results/2026-12-07-h100.md) become 8 warps of 2 super-blocks, all
- * of a warp's super-blocks in flight at once. Their K split changes, so
- * their last bits. */
+ * (cuda_impl.sm_count). Tried and removed (bench/results/2026-12-07-h100.md):
+ * sixteen warps of one super-block each there (MEMRA_MMVQ_WIDE16, -1.3% on
+ * 35b-a3b), and widening the grids of up to twice the SM count too
+ * (MEMRA_MMVQ_WIDE2: 9b's 256-260-block ones +0.3%, 35b-a3b -1.5%). */
 static inline int mmvq_ks(int nsb, int blocks, int sms) {
-    static int on = -1, on2 = -1;
+    static int on = -1;
     const int ks = mmv_ks(nsb);
-    const int top = env_opt_in("MEMRA_MMVQ_WIDE2", &on2) ? 2 * sms : sms;
-    if (!env_on("MEMRA_MMVQ_WIDE", &on) || blocks >= top || 2 * blocks < sms) return ks;
+    if (!env_on("MEMRA_MMVQ_WIDE", &on) || blocks >= sms || 2 * blocks < sms) return ks;
     const int k2 = nsb / 2 > MMV_KS_MAX ? MMV_KS_MAX : nsb / 2;
     return k2 > ks ? k2 : ks;
 }

@@ -687,19 +687,11 @@ __global__ void __launch_bounds__(64 * KS, MINB)
  * r0 .. r0 + 15 (r0 = 16 blockIdx.x) with act[t][slot], the rest the shared
  * expert's super-blocks; warp w takes items w, w + warps, ... Then thread i
  * folds row r0 + i as k_moe_block_down does, each slot's dot being its
- * super-block partials added in order.
- * CP (Q6_K only): a warp's 16 rows of an item reach shared memory by 16-byte cp.async instead of 34 4-byte
- * (even super-blocks) or 66 2-byte (odd ones) __ldg a lane: row i's 210 bytes and up to 14 bytes of its
- * neighbours as the 16-byte chunks that hold them (at most 14), at 224 i + (address & 15) in the warp's
- * slot after the staging areas, so the row keeps its alignment and mmv6_load<true> reads it as mmv6_load
- * does from global memory: the same words, the same bits. The chunks stay inside the tensor: its start is
- * 16-byte aligned and its size (H rows of F / 256 x 210 bytes, F % 512 == 0, H % 16 == 0) a multiple of 16.
- * Dynamic shared memory then (block warps) * (MOE_TC_STG_B + MOE_DN_CP_B). Why: ncu (2026-12-07) has the Q6_K
- * down blocks' warps stalled on the LSU queue (lg throttle 10-12% of samples, mio 9-11%) behind those small
- * loads; MEMRA_MOE_DN_CP=1, opt-in until measured. */
-#define MOE_DN_CP_B (16 * 224)
-
-template <int TD, bool CP = false>
+ * super-block partials added in order. The Q6_K rows' 2- and 4-byte loads
+ * (ncu: lg throttle and mio stalls, 10-12% each) as 16-byte cp.async into
+ * shared memory instead were 0.3 us slower a launch and within the noise
+ * on decode (MEMRA_MOE_DN_CP, bench/results/2026-12-07-h100.md): removed. */
+template <int TD>
 __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
     k_moe_tc_down(const uint8_t *__restrict__ Wd, size_t rb, const uint8_t *__restrict__ Sd, size_t rbs, int64_t F,
                   int64_t Fs, int64_t H, int32_t E, int32_t K, const int32_t *__restrict__ ids,
@@ -745,29 +737,9 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
         } else {
             mmv6_raw w[2];
             const bool al = (sb & 1) == 0;
-            if constexpr (CP) {
-                uint8_t *slot = (uint8_t *)moe_tc_sh + nw * MOE_TC_STG_B + warp * MOE_DN_CP_B;
-                const uint8_t *run0 = base + r0 * (int64_t)b + (int64_t)sb * 210; /* row r0's 210 bytes */
-                __syncwarp(); /* the previous item's reads of the slot are done */
-                for (int c = lane; c < 16 * 14; c += 32) {
-                    const int r = c / 14, k = c - 14 * r;
-                    const uint8_t *run = run0 + r * (int64_t)b;
-                    const uint8_t *ch = (const uint8_t *)((uintptr_t)run & ~(uintptr_t)15) + 16 * k;
-                    if (ch < run + 210) mmv_cp16(slot + 224 * r + 16 * k, ch);
-                }
-                mmv_cp_commit();
-                mmv6_stage<1>(xa, in, 1, sb, lane, nullptr, nullptr, (__half *)stg, sinv);
-                mmv_cp_wait<0>();
-                __syncwarp();
-                const int o0 = (int)((uintptr_t)(run0 + gid * (int64_t)b) & 15);
-                const int o1 = (int)((uintptr_t)(run0 + (gid + 8) * (int64_t)b) & 15);
-                mmv6_load<true>(w[0], slot + 224 * gid + o0, tig, al);
-                mmv6_load<true>(w[1], slot + 224 * (gid + 8) + o1, tig, al);
-            } else {
-                mmv6_load(w[0], row0 + (int64_t)sb * 210, tig, al);
-                mmv6_load(w[1], row1 + (int64_t)sb * 210, tig, al);
-                mmv6_stage<1>(xa, in, 1, sb, lane, nullptr, nullptr, (__half *)stg, sinv);
-            }
+            mmv6_load(w[0], row0 + (int64_t)sb * 210, tig, al);
+            mmv6_load(w[1], row1 + (int64_t)sb * 210, tig, al);
+            mmv6_stage<1>(xa, in, 1, sb, lane, nullptr, nullptr, (__half *)stg, sinv);
             mmv6_sb<1>(w, acc, (const __half *)stg, sinv, 1, gid, tig);
         }
         if (tig == 0) part[it][gid] = acc[0][0], part[it][gid + 8] = acc[0][1]; /* C column 0: token t */
@@ -1123,13 +1095,6 @@ static int moe_gu2_on(void) {
     return env_on("MEMRA_MOE_GU2", &on);
 }
 
-/* MEMRA_MOE_DN_CP=1 (read once): k_moe_tc_down's Q6_K rows through shared memory by cp.async (opt-in until
- * measured; the same bits). */
-static int moe_dn_cp_on(void) {
-    static int on = -1;
-    return env_opt_in("MEMRA_MOE_DN_CP", &on);
-}
-
 /* Whether the tensor-core kernels take this layer's gate/up, down phase. */
 static bool moe_tc_gu_ok(uint32_t tgu, int64_t H, int64_t F, int64_t Fs) {
     return tgu == MEMRA_TYPE_Q4_K && H % 256 == 0 && F % 16 == 0 && Fs % 16 == 0;
@@ -1325,16 +1290,10 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
         const int nw = n_items < MOE_TC_DN_WARPS ? n_items : MOE_TC_DN_WARPS;
         dim3 g((unsigned)(H / 16), (unsigned)T);
         const size_t sm = (size_t)nw * MOE_TC_STG_B;
-        if (td == MEMRA_TYPE_Q4_K) {
+        if (td == MEMRA_TYPE_Q4_K)
             cuda_launch(k_moe_tc_down<MEMRA_TYPE_Q4_K>, g, 32 * nw, sm, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w,
                         act, sg, sg_stride, x);
-        } else if (moe_dn_cp_on() && cuda_aligned16(Wd) && (!shared || cuda_aligned16(Sd))) {
-            constexpr auto kd = k_moe_tc_down<MEMRA_TYPE_Q6_K, true>;
-            const cudaError_t ce = cuda_smem_limit<kd>(MOE_TC_DN_WARPS * (MOE_TC_STG_B + MOE_DN_CP_B));
-            if (ce != cudaSuccess) return cuda_check(be, ce, "moe_block: down shared memory");
-            cuda_launch(kd, g, 32 * nw, (size_t)nw * (MOE_TC_STG_B + MOE_DN_CP_B), s, Wd, rbd, Sd, rbs, F, Fs, H, E,
-                        K, ids, w, act, sg, sg_stride, x);
-        } else
+        else
             cuda_launch(k_moe_tc_down<MEMRA_TYPE_Q6_K>, g, 32 * nw, sm, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w,
                         act, sg, sg_stride, x);
         return CUDA_LAUNCHED(be, "moe_block: down kernel");

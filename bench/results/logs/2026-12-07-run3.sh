@@ -1,4 +1,6 @@
 #!/bin/bash
+# NOTE (after the run): f35 is set inside the { } | tee pipeline (a subshell), so the table and ncu parts
+# stopped at "f35: unbound variable" after the 9b q4_k_m row; run 4 ran the rest on the same warm machine.
 # The pending device call of session 29. From the repo root with .bin/memra (this tree, stripped) and .fix
 # carried xz'd; parts in order of need, each skipped when BUDGET seconds would be passed:
 #   1. gate kernels 35b-a3b (k_moe_tc_gu2 now the default), and under MEMRA_MOE_DN_CP=1 (k_moe_tc_down's Q6_K
