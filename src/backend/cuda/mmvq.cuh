@@ -1008,22 +1008,30 @@ static inline int mmvq_tm3(void) {
  * The same arithmetic: the same bits. H100, decode@0 tok/s, two interleaved
  * rounds (bench/results/2026-12-07-h100.md): every ks tight, 27b q4_k_m
  * 114.2 / 114.1 -> 117.2 / 117.1 (+2.6%), 9b 340.3 / 342.8 -> 316.4 / 313.3
- * (-8%), 35b-a3b 448.7 / 445.2 -> 400.0 / 396.8 (-11%); by K split (runs
- * 3-4), 27b 114.7 / 114.9 -> ks >= 5 118.1 / 118.3, ks >= 6 115.9 / 115.3,
- * 9b 341.3 / 344.5 -> ks >= 5 (there: 8 only) 326.0 / 323.6. So tight
- * where ks is 5 or 6 (27b's rows of 5,120 and 6,144; 9b and 35b-a3b have
- * none), not at 2-4 or 8. MEMRA_MMVQ_TIGHT=N: tight for ks >= N instead
- * (N = 1: all); =0: none. */
+ * (-8%), 35b-a3b 448.7 / 445.2 -> 400.0 / 396.8 (-11%). By K split (runs
+ * 3, 5): 27b 114.7 / 114.9 -> ks >= 5 118.1 / 118.3, ks >= 6 115.9 / 115.3,
+ * ks 5-6 116.2 / 116.3 (against 114.7 / 114.9 and 118.0 / 117.7 in that
+ * run); 9b 341.3 / 344.5 -> ks 8 326.0 / 323.6. So on 27b ks 5 gains ~2%,
+ * ks 6 (where tm3 runs otherwise) loses ~0.7%, and ks 8 (its Q6_K
+ * ffn_down: the Q4_K one takes k_mmvq_tm2) gains ~1.5%, while 9b's ks 8
+ * (ffn_down, Q4_K and Q6_K) loses 5.5%. The default is the rule run 5
+ * timed, tight at ks 5 and 6 (27b +1.3%; 9b and 35b-a3b have no such
+ * launch). MEMRA_MMVQ_TIGHT_Q6K8=1 (opt-in, NOT YET RUN) adds Q6_K at ks 8:
+ * +1.5% on 27b if ks 8 there is what the runs' differences say, and the
+ * untimed part is 9b's Q6_K ffn_down (bench/next_run_q6k8.sh times it).
+ * MEMRA_MMVQ_TIGHT=N: tight for
+ * ks >= N instead (N = 1: all); =0: none. */
 #define MMVQ_TIGHT_WARPS 24
 
-static inline bool mmvq_tight(int ks) {
-    static int min_ks = -1;
+static inline bool mmvq_tight(int ks, int type) {
+    static int min_ks = -1, q6k8 = -1;
     if (min_ks < 0) {
         const char *e = getenv("MEMRA_MMVQ_TIGHT");
         const int v = e ? atoi(e) : -1;
         min_ks = v < 0 ? 0 : v > 0 ? v : MMV_KS_MAX + 1; /* 0: the default rule */
     }
-    return min_ks ? ks >= min_ks : ks == 5 || ks == 6;
+    if (min_ks) return ks >= min_ks;
+    return ks == 5 || ks == 6 || (ks == 8 && type == MEMRA_TYPE_Q6_K && env_opt_in("MEMRA_MMVQ_TIGHT_Q6K8", &q6k8));
 }
 
 template <int TYPE, int D, int KS>
@@ -1060,7 +1068,7 @@ static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_
 template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
     if constexpr (NP == 1 && TL == 1)
-        if (a.tm && mmvq_tight(ks)) {
+        if (a.tm && mmvq_tight(ks, TYPE)) {
             cudaError_t e;
             if (mmvq_launch_tight<TYPE>(a, buf, s, ks, pdl, &e)) return e;
         }
