@@ -3,9 +3,13 @@
 # for Q6_K launches at ks 8 too (27b's Q6_K ffn_down: ~+1.5% by the differences of 2026-12-07's runs 3 and 5;
 # 9b's Q6_K ffn_down untimed, and ks 8 tight for both types cost 9b 5.5%): gate kernels 9b and 27b under it
 # (the same kernels MEMRA_MMVQ_TIGHT=1 passed), logits cmp, decode@0 9b and 27b q4_k_m [-, Q6K8], two rounds.
-# Keep it as the default only if 9b does not lose. ~3 min.
-#   OUT=$OUT bash bench/next_run_q6k8.sh   (carry .bin .fix; .bin/memra this tree, stripped, xz'd)
+# Keep it as the default only if 9b does not lose. Then, where BUDGET seconds allow, a fresh per-kernel table of
+# one decode step of 35b-a3b and 9b q4_k_m under the defaults (ncu durations and DRAM bytes, every kernel alone;
+# python3 bench/ncu_kernels.py ncu-M.csv.gz --after-argmax 0 sums it). ~3 min, ~6 with the tables.
+#   BUDGET=400 OUT=$OUT bash bench/next_run_q6k8.sh   (carry .bin .fix; .bin/memra this tree, stripped, xz'd)
 set -u
+T0=$(date +%s); BUDGET=${BUDGET:-400}
+left() { [ $(( $(date +%s) - T0 )) -lt $(( BUDGET - $1 )) ]; }
 bash bench/unpack.sh .bin .fix
 B=.bin/memra
 nvidia-smi --query-gpu=name --format=csv,noheader
@@ -32,3 +36,16 @@ for m in 9b 27b; do
   done
   rm -f $f /tmp/ev-*.f32
 done
+for m in 35b-a3b 9b; do
+  left 180 || break
+  $B mkmodel --preset $m --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 ||
+    echo mkmodel failed
+  mx=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+  timeout 150 ncu --clock-control none --csv --metrics $mx $B bench -m $f --backend cuda --prefill 16 --depth 0 \
+    --decode-tokens 2 --reps 1 >$OUT/ncu-$m.csv 2>/dev/null
+  echo "ncu $m rc=$?"
+  python3 bench/ncu_kernels.py $OUT/ncu-$m.csv --after-argmax 0 --top 30 | tee $OUT/ncu-$m-step.txt
+  gzip -f $OUT/ncu-$m.csv
+  rm -f $f
+done
+echo "t=$(( $(date +%s) - T0 ))"
