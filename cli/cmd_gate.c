@@ -1,6 +1,6 @@
 /* memra gate: exactness gates.
  *
- *   memra gate kernels [--model 0.8b|9b|27b|35b-a3b|all] [--quick] [--seed N]
+ *   memra gate kernels [--model 0.8b|9b|27b|35b-a3b|122b-a10b|all] [--quick] [--seed N]
  *                      [--log FILE] [--bench] [--device N]
  *
  * `kernels` runs every CUDA op against the CPU reference backend on fresh
@@ -44,6 +44,9 @@ static const gate_model gate_models[] = {
     {"9b", 4096, 16, 4, 16, 32, 12288, 0, 0, 0},
     {"27b", 5120, 24, 4, 16, 48, 17408, 0, 0, 0},
     {"35b-a3b", 2048, 16, 2, 16, 32, 0, 256, 8, 512},
+    /* the MoE kernels' other row lengths: H / 256 = 12 super-blocks (k_moe_tc_gu, not gu2; k_rmsnorm_mv<12>),
+     * F = 1024; 64 v-heads on 16 key heads (GDN blocks of 4 v-heads a key head) */
+    {"122b-a10b", 3072, 32, 2, 16, 64, 0, 256, 8, 1024},
 };
 
 #define GATE_VOCAB 248320 /* the Qwen3.5 vocabulary as the files pad it */
@@ -1261,7 +1264,9 @@ static int gate_moe_block(gate *g, const gate_model *m, const memra_moe_params *
     double ew = cmp_dev(g, w->h, w->d, (size_t)(T * K)), e = rel_err(uc, ug, (size_t)n);
     char nt[96];
     snprintf(nt, sizeof nt, "w %.1e%s%s%s", ew, ids_ok ? "" : "; ids differ", *note ? "; " : "", note);
-    gate_row(g, 1, "moe_block", m->name, "E 256 K 8 F 512 Fs 512", type, (long)T, e, 1e-5,
+    char shape[48];
+    snprintf(shape, sizeof shape, "E %lld K %lld F %d", (long long)E, (long long)K, m->n_ff_exp);
+    gate_row(g, 1, "moe_block", m->name, shape, type, (long)T, e, 1e-5,
              ids_ok && passes(ew, 1e-6) && passes(e, 1e-5), nt);
     /* from a random residual: residual + update, up to the rounding of the two additions */
     GTRY(g, g->gpu->ops->upload(g->gpu, out->d, res.h, (size_t)n * 4));
@@ -1346,7 +1351,9 @@ static int gate_moe(gate *g, const gate_model *m) {
             GTRY(g, gdown(g, ids_g, dids, (size_t)(T * K) * 4));
             int ids_ok = !memcmp(ids_c, ids_g, (size_t)(T * K) * 4);
             double e = cmp_dev(g, w.h, w.d, (size_t)(T * K));
-            gate_row(g, k == 0, "moe_route", m->name, "256 experts top-8", "F32", (long)T, e, 1e-6,
+            char shape[48];
+            snprintf(shape, sizeof shape, "%lld experts top-%lld", (long long)E, (long long)K);
+            gate_row(g, k == 0, "moe_route", m->name, shape, "F32", (long)T, e, 1e-6,
                      ids_ok && passes(e, 1e-6), ids_ok ? "ids equal" : "ids differ");
             GTRY(g, gpoison(g, out.d, out.n * 4));
             /* both sides use the CPU's routing so the FFN is compared alone */
@@ -1355,7 +1362,8 @@ static int gate_moe(gate *g, const gate_model *m) {
             GTRY(g, g->cpu->ops->moe_ffn(g->cpu, &pc, x.h, ids_c, w.h, out.h, T, sc));
             GTRY(g, g->gpu->ops->moe_ffn(g->gpu, &pg, x.d, dids, w.d, out.d, T, sd));
             double ef = cmp_dev(g, out.h, out.d, (size_t)(T * H));
-            gate_row(g, 1, "moe_ffn", m->name, "H 2048 F 512 E 256", memra_type_name(tgu), (long)T, ef, 1e-5,
+            snprintf(shape, sizeof shape, "H %lld F %lld E %lld", (long long)H, (long long)F, (long long)E);
+            gate_row(g, 1, "moe_ffn", m->name, shape, memra_type_name(tgu), (long)T, ef, 1e-5,
                      passes(ef, 1e-5), note);
             if (gate_moe_block(g, m, &pc, &pg, T, memra_type_name(tgu), note, &lg, &x, &w, &out, dids, sc, sd, sb))
                 return -1;
@@ -1560,8 +1568,8 @@ static int gate_kernels(int argc, char **argv) {
             device = atoi(argv[++i]);
         else {
             fprintf(stderr,
-                    "usage: memra gate kernels [--model 0.8b|9b|27b|35b-a3b|all] [--quick] [--bench] [--seed N] "
-                    "[--log FILE] [--device N]\n");
+                    "usage: memra gate kernels [--model 0.8b|9b|27b|35b-a3b|122b-a10b|all] [--quick] [--bench] "
+                    "[--seed N] [--log FILE] [--device N]\n");
             return 2;
         }
     }
