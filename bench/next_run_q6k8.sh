@@ -3,9 +3,10 @@
 # for Q6_K launches at ks 8 too (27b's Q6_K ffn_down: ~+1.5% by the differences of 2026-12-07's runs 3 and 5;
 # 9b's Q6_K ffn_down untimed, and ks 8 tight for both types cost 9b 5.5%): gate kernels 9b and 27b under it
 # (the same kernels MEMRA_MMVQ_TIGHT=1 passed), logits cmp, decode@0 9b and 27b q4_k_m [-, Q6K8], two rounds.
-# Keep it as the default only if 9b does not lose. Then, where BUDGET seconds allow, a fresh per-kernel table of
-# one decode step of 35b-a3b and 9b q4_k_m under the defaults (ncu durations and DRAM bytes, every kernel alone;
-# python3 bench/ncu_kernels.py ncu-M.csv.gz --after-argmax 0 sums it). ~3 min, ~6 with the tables.
+# Keep it as the default only if 9b does not lose. Also the first gate run of 122b-a10b's shapes. Then, where
+# BUDGET seconds allow, a fresh per-kernel table of one decode step of 35b-a3b and 9b q4_k_m under the defaults
+# (ncu durations and DRAM bytes, every kernel alone; python3 bench/ncu_kernels.py ncu-M.csv.gz --after-argmax 0
+# sums it). ~4 min, ~7 with the tables.
 #   BUDGET=400 OUT=$OUT bash bench/next_run_q6k8.sh   (carry .bin .fix; .bin/memra this tree, stripped, xz'd)
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-400}
@@ -17,7 +18,9 @@ for m in 9b 27b; do
   MEMRA_MMVQ_TIGHT_Q6K8=1 timeout 60 $B gate kernels --model $m --seed 211 >>$OUT/gk.log 2>&1
   echo "MEMRA_MMVQ_TIGHT_Q6K8=1 gate kernels $m rc=$?"
 done
-grep -hE "passed|FAIL" $OUT/gk.log | head
+timeout 120 $B gate kernels --model 122b-a10b --seed 212 >>$OUT/gk.log 2>&1
+echo "gate kernels 122b-a10b rc=$? (its first run: the shapes added in session 29)"
+grep -hE "passed|FAIL" $OUT/gk.log | head -30
 TOK=$(python3 -c "import random; random.seed(7)
 print(','.join(str(random.randrange(1000, 150000)) for _ in range(66)))")
 f=/tmp/m.gguf
