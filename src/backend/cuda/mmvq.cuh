@@ -148,7 +148,9 @@ __device__ __forceinline__ float mmvq_prep_inv(const float *red, int64_t in, flo
 
 /* One warp's part of k_mmvq_prep: super-block sb of a token (lane L's
  * elements 8 L .. 8 L + 7 in u0, u1, the norm weight's in w0, w1; inv the
- * norm's factor, used when nw) converted into its planes, S and 2^-e. */
+ * norm's factor, used when nw) converted into its planes, S and 2^-e (LB,
+ * QB: mmvq_convert's plane strides; moe.cu's int8 kernels pad them). */
+template <int LB = 256, int QB = 64>
 __device__ __forceinline__ void mmvq_prep_sb(float4 u0, float4 u1, float4 w0, float4 w1, bool nw, float inv,
                                              int lane, uint8_t *planes, float *S, float *sinv) {
     float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
@@ -162,7 +164,7 @@ __device__ __forceinline__ void mmvq_prep_sb(float4 u0, float4 u1, float4 w0, fl
     for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i])), z = fmaf(v[i], 0.0f, z);
     const float mx = warp_max(m);
     const bool bad = __any_sync(0xFFFFFFFFu, !(z == 0.0f)); /* NaN or Inf: the max may drop them */
-    mmvq_convert(v, mx, bad, lane, planes, S, sinv);
+    mmvq_convert<LB, QB>(v, mx, bad, lane, planes, S, sinv);
 }
 
 /* Launch contract: grid (ceil(nsb / 8), T) with nsb = in / 256, block 256;
@@ -174,7 +176,7 @@ __device__ __forceinline__ void mmvq_prep_sb(float4 u0, float4 u1, float4 w0, fl
  * together), inv = 1 / sqrt(ss / in + eps) and v = (x inv) w; without,
  * v = x. Splitting a token over blocks shortens the chain the matvec waits
  * for; every block computes the same inv. */
-__global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restrict__ x, const float *__restrict__ nw,
+static __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restrict__ x, const float *__restrict__ nw,
                                                    float eps, int64_t in, int T, uint8_t *__restrict__ buf) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); /* the matvec may start loading its weights */

@@ -26,6 +26,7 @@
 #include "backend/cuda/matvec.cuh"
 #include "backend/cuda/mmv.cuh"
 #include "backend/cuda/mmv6.cuh"
+#include "backend/cuda/mmvq.cuh"
 #include "backend/cuda/mmvg.cuh"
 #include "backend/cuda/ops.cuh"
 
@@ -762,6 +763,208 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
     }
 }
 
+/* ---- the fused layer on the int8 tensor cores (MEMRA_MOE_Q8; Q4_K gate/up, Q4_K or Q6_K down) ----
+ *
+ * k_moe_tc_gu2's and k_moe_tc_down's layouts and orders with mmvq.cuh's int8 arithmetic instead of mmv.cuh's
+ * fp16 one: each warp converts its super-blocks of the input (xn for gate/up, a slot's act for down) into its
+ * own staging area with mmvq_prep_sb (22-bit fixed point in three signed 8-bit limbs, the prep's arithmetic),
+ * and mmvq_sb / mmvq_sb6 multiply the raw Q4_K nibbles or Q6_K codes by the limbs (mma.sync m16n8k32 -> s32,
+ * exact), as the dense decode matvec does. Why: the fp16 core builds exact fp16 weights and hi + lo
+ * activations, ~1,000 instructions a warp and super-block; the stall profiles of k_moe_tc_gu and
+ * k_moe_tc_down (bench/results/logs/2026-12-07-run1-stalls.txt) show warps that wait on their own chains,
+ * not on DRAM. The integer core is a few times shorter, and the staging costs what mmv_stage costs.
+ *
+ * Bits: a row's value is, per K range (gate/up) or per (slot, super-block) item (down), the three limb
+ * columns of mmvq_sb's fp32 accumulators; the columns are added over the ranges (items of a slot) in order,
+ * then combined as (2^16 c0 + 2^8 c1) + c2 (mmvq_part_sums' order), and the fold is k_moe_tc_down's. Every
+ * order depends on H, F and Fs only, never on T, the grid or the selected experts: a token's bits are those
+ * of T = 1. They are NOT those of the grouped path (T >= MOE_GRP_MIN_T, the fp16 arithmetic): MoE then has
+ * the dense matvecs' regime split at 16 tokens (the gate checks invariance within each regime). Error: the
+ * int8 matvec's ~2.5e-6 of max|y| per matvec (fp16 core: 5e-7), within moe_block's 1e-5. */
+
+/* A warp's staging of one (token, super-block): limb planes [limb][q][sub-block][8 bytes] with the lab's
+ * padded strides (bench/kernels/mmvq_inkernel.cuh: lanes g < 3, the only ones that load B at T = 1, hit
+ * distinct banks), S_j (8 floats) at MQW_S, 2^-e at MQW_SINV. */
+#define MQW_LIMB 320
+#define MQW_Q 80
+#define MQW_S 960
+#define MQW_SINV 992
+#define MQW_B 1008 /* a multiple of 16 */
+
+/* mmvq_sb's activations from one staging area (token 0 only: a block has one token) */
+struct moe_q8_src {
+    const uint8_t *stg;
+    __device__ __forceinline__ const uint4 *limbs(int, int limb, int q) const {
+        return (const uint4 *)(stg + limb * MQW_LIMB + q * MQW_Q);
+    }
+    __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
+    __device__ __forceinline__ float sx(int) const { return *(const float *)(stg + MQW_SINV); }
+    __device__ __forceinline__ float s(int, int j) const { return ((const float *)(stg + MQW_S))[j]; }
+};
+
+/* Super-block sb of the row x (lane L: elements 8 L .. 8 L + 7) into the staging area stg. */
+__device__ __forceinline__ void moe_q8_stage(const float *__restrict__ x, int sb, int lane, uint8_t *stg) {
+    const float4 *xp = (const float4 *)(x + (int64_t)sb * 256 + 8 * lane);
+    const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1), z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    mmvq_prep_sb<MQW_LIMB, MQW_Q>(u0, u1, z, z, false, 1.0f, lane, stg, (float *)(stg + MQW_S),
+                                  (float *)(stg + MQW_SINV));
+}
+
+/* Lane (g, q)'s limb columns 0..2 of its C fragment (rows g, g + 8) into part[row][3] */
+__device__ __forceinline__ void moe_q8_part(const float (&acc)[4], float (*part)[3], int g, int q) {
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            if (2 * q + e < 3) part[g + 8 * r][2 * q + e] = acc[2 * r + e];
+}
+
+/* The columns of n partials part[0..n) of a row, added in order, then combined */
+__device__ __forceinline__ float moe_q8_value(const float (*part)[16][3], int n, int row) {
+    float c[3];
+#pragma unroll
+    for (int l = 0; l < 3; l++) {
+        c[l] = part[0][row][l];
+        for (int k = 1; k < n; k++) c[l] = __fadd_rn(c[l], part[k][row][l]);
+    }
+    return __fadd_rn(__fadd_rn(__fmul_rn(65536.0f, c[0]), __fmul_rn(256.0f, c[1])), c[2]);
+}
+
+/* Launch contract: k_moe_tc_gu2's (grid, block 64 KS, rows of 16-byte aligned Q4_K, row_bytes a multiple of
+ * 16, NMAX >= ceil(H / 256 / KS)), dynamic shared memory moe_q8_gu_smem(KS, NMAX). Warp w: tile w & 1 (0 gate,
+ * 1 up), K range w >> 1, its super-blocks' 16 rows by cp.async into its slots while it stages x. */
+static inline size_t moe_q8_gu_smem(int ks, int nmax) { return (size_t)2 * ks * nmax * (16 * 144 + MQW_B); }
+
+template <int KS, int MINB, int NMAX>
+__global__ void __launch_bounds__(64 * KS, MINB)
+    k_moe_q8_gu(const uint8_t *__restrict__ Wg, const uint8_t *__restrict__ Wu, const uint8_t *__restrict__ Sg,
+                const uint8_t *__restrict__ Su, size_t row_bytes, int64_t H, int64_t F, int64_t Fs, int32_t E,
+                int32_t K, const float *__restrict__ logits, const float *__restrict__ xn, float *__restrict__ act,
+                int32_t *__restrict__ ids, float *__restrict__ wts) {
+    pdl_start();
+    extern __shared__ __align__(16) uint8_t q8g_sh[];
+    __shared__ float p[MOE_MAX_EXPERT];
+    __shared__ int32_t sid[MOE_MAX_USED];
+    __shared__ float sw[MOE_MAX_USED];
+    __shared__ float part[2][KS][16][3];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+    const int tl = warp & 1, kr = warp >> 1;
+    const int nsb = (int)(H / 256);
+    const int sb0 = kr * nsb / KS, sb1 = (kr + 1) * nsb / KS, n = sb1 - sb0; /* n <= NMAX */
+    uint8_t *wsh = q8g_sh + (size_t)warp * NMAX * (16 * 144 + MQW_B);
+    uint8_t *stg = wsh + NMAX * 16 * 144;
+    const int64_t t = blockIdx.y, n_rows = Fs + (int64_t)K * F, tile = (int64_t)blockIdx.x * 16;
+    const bool routed = tile < (int64_t)K * F; /* uniform over the block */
+    const int64_t row0 = routed ? Fs + tile : tile - (int64_t)K * F;
+    const float *x = xn + t * H;
+    auto stage = [&]() {
+#pragma unroll
+        for (int i = 0; i < NMAX; i++)
+            if (i < n) moe_q8_stage(x, sb0 + i, lane, stg + i * MQW_B);
+    };
+    auto issue = [&](const uint8_t *W, int64_t r0) { /* the tile's 16 rows of each super-block, 9 chunks a row */
+        for (int i = 0; i < n; i++)
+            for (int c = lane; c < 16 * 9; c += 32) {
+                const int r = c / 9, o = 16 * (c - 9 * r);
+                mmv_cp16(wsh + i * (16 * 144) + r * 144 + o, W + (r0 + r) * (int64_t)row_bytes + (sb0 + i) * 144 + o);
+            }
+        mmv_cp_commit();
+    };
+    const bool pre = !(routed && warp == 0);
+    if (!routed) issue(tl ? Su : Sg, row0);
+    if (pre) stage();
+    if (routed) {
+        const int64_t r0 = moe_gu_route(logits, t, E, K, F, tile, p, sid, sw, ids, wts, act + t * n_rows + row0);
+        if (r0 < 0) return; /* uniform over the block */
+        issue(tl ? Wu : Wg, r0);
+        if (!pre) stage();
+    }
+    mmv_cp_wait<0>();
+    __syncwarp();
+    float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
+#pragma unroll
+    for (int i = 0; i < NMAX; i++)
+        if (i < n) {
+            mmvq_raw cur;
+            cur.load_sh(wsh + i * (16 * 144), gid, tig);
+            mmvq_sb<1, moe_q8_src, 1>(&cur, acc, moe_q8_src{stg + i * MQW_B}, 1, gid, tig);
+        }
+    moe_q8_part(acc[0][0], part[tl][kr], gid, tig);
+    __syncthreads();
+    if (threadIdx.x < 16) {
+        const int i = threadIdx.x;
+        act[t * n_rows + row0 + i] = silu_f(moe_q8_value(part[0], KS, i)) * moe_q8_value(part[1], KS, i);
+    }
+}
+
+/* Launch contract: k_moe_tc_down's (grid (H / 16, T), block 32 * min(n_items, MOE_TC_DN_WARPS), TD Q4_K or
+ * Q6_K with its F, Fs multiples, rows 16-byte aligned), dynamic shared memory (block warps) * MQW_B. Warp w
+ * takes items w, w + warps, ..: the item's 16 rows (requested first), then its slot's act super-block
+ * staged; thread i < 16 folds row r0 + i as k_moe_tc_down does, a slot's dot being moe_q8_value of its
+ * items. */
+template <int TD>
+__global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
+    k_moe_q8_down(const uint8_t *__restrict__ Wd, size_t rb, const uint8_t *__restrict__ Sd, size_t rbs, int64_t F,
+                  int64_t Fs, int64_t H, int32_t E, int32_t K, const int32_t *__restrict__ ids,
+                  const float *__restrict__ wts, const float *__restrict__ act, const float *__restrict__ sg,
+                  int64_t sg_stride, float *__restrict__ x) {
+    pdl_start();
+    extern __shared__ __align__(16) uint8_t q8d_sh[];
+    __shared__ float part[MOE_TC_ITEMS][16][3];
+    __shared__ float sw[MOE_MAX_USED];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, nw = blockDim.x >> 5;
+    const int64_t t = blockIdx.y, r0 = (int64_t)blockIdx.x * 16, n_rows = Fs + (int64_t)K * F;
+    const int nsb = (int)(F / 256), nsbs = (int)(Fs / 256), n_items = K * nsb + nsbs;
+    const float *a = act + t * n_rows;
+    uint8_t *stg = q8d_sh + warp * MQW_B;
+    /* the fold's inputs, loaded now rather than after the dots */
+    for (int j = threadIdx.x; j < K; j += blockDim.x) sw[j] = wts[t * K + j];
+    const int i = threadIdx.x;
+    float xv = 0.0f, gate = 0.0f;
+    if (i < 16) xv = x[t * H + r0 + i], gate = Fs ? sg[t * sg_stride] : 0.0f;
+    for (int it = warp; it < n_items; it += nw) {
+        const uint8_t *base = Sd;
+        const float *xa = a;
+        size_t b = rbs;
+        int sb = it - K * nsb;
+        if (it < K * nsb) {
+            const int s = it / nsb;
+            const int32_t e = ids[t * K + s];
+            if (e < 0 || e >= E) {
+                if (lane < 16) part[it][lane][0] = part[it][lane][1] = part[it][lane][2] = NAN;
+                continue;
+            }
+            sb = it - s * nsb;
+            base = Wd + (int64_t)e * H * rb, xa = a + Fs + (int64_t)s * F, b = rb;
+        }
+        const uint8_t *row0 = base + (r0 + gid) * (int64_t)b, *row1 = row0 + 8 * (int64_t)b;
+        float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
+        __syncwarp(); /* the previous item's fragments are read */
+        if constexpr (TD == MEMRA_TYPE_Q4_K) {
+            mmvq_raw w;
+            w.load(row0, row1, sb, tig);
+            moe_q8_stage(xa, sb, lane, stg);
+            __syncwarp();
+            mmvq_sb<1, moe_q8_src, 1>(&w, acc, moe_q8_src{stg}, 1, gid, tig);
+        } else {
+            mmvq_raw6 w;
+            w.load(row0, row1, sb, tig);
+            moe_q8_stage(xa, sb, lane, stg);
+            __syncwarp();
+            mmvq_sb6<1, moe_q8_src, 1>(&w, acc, moe_q8_src{stg}, 1, gid, tig);
+        }
+        moe_q8_part(acc[0][0], part[it], gid, tig);
+    }
+    __syncthreads();
+    if (i < 16) {
+        float acc = 0.0f;
+        for (int j = 0; j < K; j++) acc = fmaf(sw[j], moe_q8_value(part + j * nsb, nsb, i), acc);
+        float y = xv + acc;
+        if (Fs) y = fmaf(sigmoid_f(gate), moe_q8_value(part + K * nsb, nsbs, i), y);
+        x[t * H + r0 + i] = y;
+    }
+}
+
 /* ---- the grouped path (T >= MOE_GRP_MIN_T: prefill, large batches) ----
  *
  * Per token, k_moe_tc_gu and k_moe_tc_down read every selected expert's
@@ -1095,6 +1298,17 @@ static int moe_gu2_on(void) {
     return env_on("MEMRA_MOE_GU2", &on);
 }
 
+/* MEMRA_MOE_Q8 (read once; opt-in while it is measured): the int8 kernels k_moe_q8_gu / k_moe_q8_down for
+ * the decode phases: 1 both, "gu" or "down" one of them; unset or 0 neither. Bit 0: gate/up, bit 1: down. */
+static int moe_q8_mode(void) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("MEMRA_MOE_Q8");
+        mode = !e ? 0 : !strcmp(e, "1") ? 3 : !strcmp(e, "gu") ? 1 : !strcmp(e, "down") ? 2 : 0;
+    }
+    return mode;
+}
+
 /* Whether the tensor-core kernels take this layer's gate/up, down phase. */
 static bool moe_tc_gu_ok(uint32_t tgu, int64_t H, int64_t F, int64_t Fs) {
     return tgu == MEMRA_TYPE_Q4_K && H % 256 == 0 && F % 16 == 0 && Fs % 16 == 0;
@@ -1257,8 +1471,17 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
     if (tc && moe_tc_gu_ok(tgu, H, F, Fs)) {
         dim3 g((unsigned)((Fs + (int64_t)K * F) / 16), (unsigned)T);
         const int nmax = (int)((H / 256 + MOE_GU2_KS - 1) / MOE_GU2_KS);
-        if (moe_gu2_on() && nmax <= 2 && rb % 16 == 0 && cuda_aligned16(Wg) && cuda_aligned16(Wu) &&
-            (!shared || (cuda_aligned16(Sg) && cuda_aligned16(Su)))) {
+        const bool al = rb % 16 == 0 && cuda_aligned16(Wg) && cuda_aligned16(Wu) &&
+                        (!shared || (cuda_aligned16(Sg) && cuda_aligned16(Su)));
+        if ((moe_q8_mode() & 1) && nmax <= 4 && al) {
+            constexpr auto k2 = k_moe_q8_gu<MOE_GU2_KS, MOE_GU2_MINB, 2>;
+            constexpr auto k4 = k_moe_q8_gu<MOE_GU2_KS, 2, 4>;
+            const size_t sm = moe_q8_gu_smem(MOE_GU2_KS, nmax <= 2 ? 2 : 4);
+            const cudaError_t ce = nmax <= 2 ? cuda_smem_limit<k2>((int)sm) : cuda_smem_limit<k4>((int)sm);
+            if (ce != cudaSuccess) return cuda_check(be, ce, "moe_block: gate/up shared memory");
+            cuda_launch(nmax <= 2 ? k2 : k4, g, 64 * MOE_GU2_KS, sm, s, Wg, Wu, Sg, Su, rb, H, F, Fs, E, K, logits, xn,
+                        act, ids, w);
+        } else if (moe_gu2_on() && nmax <= 2 && al) {
             constexpr auto k2 = k_moe_tc_gu2<MOE_GU2_KS, MOE_GU2_MINB, 2>;
             const size_t sm = moe_gu2_smem(MOE_GU2_KS, 2);
             const cudaError_t ce = cuda_smem_limit<k2>((int)sm);
@@ -1290,7 +1513,15 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
         const int nw = n_items < MOE_TC_DN_WARPS ? n_items : MOE_TC_DN_WARPS;
         dim3 g((unsigned)(H / 16), (unsigned)T);
         const size_t sm = (size_t)nw * MOE_TC_STG_B;
-        if (td == MEMRA_TYPE_Q4_K)
+        if (moe_q8_mode() & 2) {
+            const size_t sq = (size_t)nw * MQW_B;
+            if (td == MEMRA_TYPE_Q4_K)
+                cuda_launch(k_moe_q8_down<MEMRA_TYPE_Q4_K>, g, 32 * nw, sq, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w,
+                            act, sg, sg_stride, x);
+            else
+                cuda_launch(k_moe_q8_down<MEMRA_TYPE_Q6_K>, g, 32 * nw, sq, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w,
+                            act, sg, sg_stride, x);
+        } else if (td == MEMRA_TYPE_Q4_K)
             cuda_launch(k_moe_tc_down<MEMRA_TYPE_Q4_K>, g, 32 * nw, sm, s, Wd, rbd, Sd, rbs, F, Fs, H, E, K, ids, w,
                         act, sg, sg_stride, x);
         else
