@@ -594,6 +594,44 @@ __global__ void __launch_bounds__(32 * KS, MINB)
     moe_gu_finish<KS>(part, act + t * n_rows + row0);
 }
 
+/* The loads of k_moe_tc_gu2 and k_moe_q8_gu: warp (tile tl, super-blocks sb0 .. sb0 + n - 1) requests its
+ * tile's 16 rows of each super-block into wsh by 16-byte cp.async (144 bytes a row, row i at 144 i), at once for
+ * the shared expert's tiles and after warp 0 has routed the token for a routed tile, and stages its x with
+ * stage() meanwhile (warp 0 of a routed block after routing). Returns -1 (uniform over the block) where the
+ * expert id is out of range, after moe_gu_route wrote NaN to the tile's act rows; else the copies have landed
+ * and the staging is written, warp-synchronised. */
+template <class STAGE>
+__device__ __forceinline__ int moe_gu_load(STAGE stage, uint8_t *wsh, int tl, int sb0, int n, const uint8_t *Wg,
+                                           const uint8_t *Wu, const uint8_t *Sg, const uint8_t *Su, size_t row_bytes,
+                                           const float *__restrict__ logits, int64_t t, int32_t E, int32_t K,
+                                           int64_t F, int64_t Fs, float *p, int32_t *sid, float *sw,
+                                           int32_t *__restrict__ ids, float *__restrict__ wts, float *act) {
+    const int lane = threadIdx.x & 31;
+    const int64_t n_rows = Fs + (int64_t)K * F, tile = (int64_t)blockIdx.x * 16;
+    const bool routed = tile < (int64_t)K * F; /* uniform over the block */
+    const int64_t row0 = routed ? Fs + tile : tile - (int64_t)K * F;
+    auto issue = [&](const uint8_t *W, int64_t r0) { /* the tile's 16 rows of each super-block, 9 chunks a row */
+        for (int i = 0; i < n; i++)
+            for (int c = lane; c < 16 * 9; c += 32) {
+                const int r = c / 9, o = 16 * (c - 9 * r);
+                mmv_cp16(wsh + i * (16 * 144) + r * 144 + o, W + (r0 + r) * (int64_t)row_bytes + (sb0 + i) * 144 + o);
+            }
+        mmv_cp_commit();
+    };
+    const bool pre = !(routed && threadIdx.x < 32);
+    if (!routed) issue(tl ? Su : Sg, row0);
+    if (pre) stage();
+    if (routed) {
+        const int64_t r0 = moe_gu_route(logits, t, E, K, F, tile, p, sid, sw, ids, wts, act + t * n_rows + row0);
+        if (r0 < 0) return -1; /* uniform over the block */
+        issue(tl ? Wu : Wg, r0);
+        if (!pre) stage();
+    }
+    mmv_cp_wait<0>();
+    __syncwarp();
+    return 0;
+}
+
 /* k_moe_tc_gu2 (the default where H / 256 / KS <= 2; MEMRA_MOE_GU2=0: k_moe_tc_gu): k_moe_tc_gu's work and
  * bits, with the gate tile and the up tile of a K range on two warps instead of one, and the weight rows
  * through shared memory (16-byte cp.async) instead of registers, so a warp holds one tile's fragments at a
@@ -649,25 +687,9 @@ __global__ void __launch_bounds__(64 * KS, MINB)
                 mmv_stage<1>(x, H, 1, sb0 + i, lane, stg + i * (MOE_TC_STG_B / 4), sinv + i, nullptr, nullptr,
                              nullptr);
     };
-    auto issue = [&](const uint8_t *W, int64_t r0) { /* the tile's 16 rows of each super-block, 9 chunks a row */
-        for (int i = 0; i < n; i++)
-            for (int c = lane; c < 16 * 9; c += 32) {
-                const int r = c / 9, o = 16 * (c - 9 * r);
-                mmv_cp16(wsh + i * (16 * 144) + r * 144 + o, W + (r0 + r) * (int64_t)row_bytes + (sb0 + i) * 144 + o);
-            }
-        mmv_cp_commit();
-    };
-    const bool pre = !(routed && warp == 0);
-    if (!routed) issue(tl ? Su : Sg, row0);
-    if (pre) stage();
-    if (routed) {
-        const int64_t r0 = moe_gu_route(logits, t, E, K, F, tile, p, sid, sw, ids, wts, act + t * n_rows + row0);
-        if (r0 < 0) return; /* uniform over the block */
-        issue(tl ? Wu : Wg, r0);
-        if (!pre) stage();
-    }
-    mmv_cp_wait<0>();
-    __syncwarp();
+    if (moe_gu_load(stage, wsh, tl, sb0, n, Wg, Wu, Sg, Su, row_bytes, logits, t, E, K, F, Fs, p, sid, sw, ids, wts,
+                    act))
+        return; /* uniform over the block */
     float acc[1][1][2] = {{{0.0f, 0.0f}}};
 #pragma unroll
     for (int i = 0; i < NMAX; i++)
@@ -678,6 +700,30 @@ __global__ void __launch_bounds__(64 * KS, MINB)
         }
     if (tig == 0) part[kr][tl][gid] = acc[0][0][0], part[kr][tl][gid + 8] = acc[0][0][1];
     moe_gu_finish<KS>(part, act + t * n_rows + row0);
+}
+
+/* Work item it of k_moe_tc_down and k_moe_q8_down for token t (a = act[t]): item it < K nsb is super-block
+ * it % nsb of slot it / nsb's expert rows, the rest the shared expert's (nsb = F / 256). Sets the rows' first
+ * byte (row 0 of the weight), their row bytes, the item's activations (row length in) and super-block; false
+ * for an expert id out of range. */
+struct moe_dn_item {
+    const uint8_t *base;
+    size_t b;
+    const float *xa;
+    int64_t in;
+    int sb;
+};
+__device__ __forceinline__ bool moe_dn_pick(int it, int64_t t, const uint8_t *Wd, size_t rb, const uint8_t *Sd,
+                                            size_t rbs, int64_t F, int64_t Fs, int64_t H, int32_t E, int32_t K,
+                                            const int32_t *__restrict__ ids, const float *a, moe_dn_item &m) {
+    const int nsb = (int)(F / 256);
+    m = moe_dn_item{Sd, rbs, a, Fs, it - K * nsb};
+    if (it >= K * nsb) return true;
+    const int s = it / nsb;
+    const int32_t e = ids[t * K + s];
+    if (e < 0 || e >= E) return false;
+    m = moe_dn_item{Wd + (int64_t)e * H * rb, rb, a + Fs + (int64_t)s * F, F, it - s * nsb};
+    return true;
 }
 
 /* Launch contract: grid (H / 16, T), block 32 * min(n_items, MOE_TC_DN_WARPS) with
@@ -713,22 +759,15 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
     float xv = 0.0f, gate = 0.0f;
     if (i < 16) xv = x[t * H + r0 + i], gate = Fs ? sg[t * sg_stride] : 0.0f;
     for (int it = warp; it < n_items; it += nw) {
-        const uint8_t *base = Sd;
-        const float *xa = a;
-        int64_t in = Fs;
-        size_t b = rbs;
-        int sb = it - K * nsb;
-        if (it < K * nsb) {
-            const int s = it / nsb;
-            const int32_t e = ids[t * K + s];
-            if (e < 0 || e >= E) {
-                if (lane < 16) part[it][lane] = NAN;
-                continue;
-            }
-            sb = it - s * nsb;
-            base = Wd + (int64_t)e * H * rb, xa = a + Fs + (int64_t)s * F, in = F, b = rb;
+        moe_dn_item m;
+        if (!moe_dn_pick(it, t, Wd, rb, Sd, rbs, F, Fs, H, E, K, ids, a, m)) {
+            if (lane < 16) part[it][lane] = NAN;
+            continue;
         }
-        const uint8_t *row0 = base + (r0 + gid) * (int64_t)b, *row1 = row0 + 8 * (int64_t)b;
+        const int sb = m.sb;
+        const int64_t in = m.in;
+        const float *xa = m.xa;
+        const uint8_t *row0 = m.base + (r0 + gid) * (int64_t)m.b, *row1 = row0 + 8 * (int64_t)m.b;
         float sinv[1], acc[1][2] = {{0.0f, 0.0f}};
         if constexpr (TD == MEMRA_TYPE_Q4_K) {
             mmv_raw cur;
@@ -862,25 +901,9 @@ __global__ void __launch_bounds__(64 * KS, MINB)
         for (int i = 0; i < NMAX; i++)
             if (i < n) moe_q8_stage(x, sb0 + i, lane, stg + i * MQW_B);
     };
-    auto issue = [&](const uint8_t *W, int64_t r0) { /* the tile's 16 rows of each super-block, 9 chunks a row */
-        for (int i = 0; i < n; i++)
-            for (int c = lane; c < 16 * 9; c += 32) {
-                const int r = c / 9, o = 16 * (c - 9 * r);
-                mmv_cp16(wsh + i * (16 * 144) + r * 144 + o, W + (r0 + r) * (int64_t)row_bytes + (sb0 + i) * 144 + o);
-            }
-        mmv_cp_commit();
-    };
-    const bool pre = !(routed && warp == 0);
-    if (!routed) issue(tl ? Su : Sg, row0);
-    if (pre) stage();
-    if (routed) {
-        const int64_t r0 = moe_gu_route(logits, t, E, K, F, tile, p, sid, sw, ids, wts, act + t * n_rows + row0);
-        if (r0 < 0) return; /* uniform over the block */
-        issue(tl ? Wu : Wg, r0);
-        if (!pre) stage();
-    }
-    mmv_cp_wait<0>();
-    __syncwarp();
+    if (moe_gu_load(stage, wsh, tl, sb0, n, Wg, Wu, Sg, Su, row_bytes, logits, t, E, K, F, Fs, p, sid, sw, ids, wts,
+                    act))
+        return; /* uniform over the block */
     float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
 #pragma unroll
     for (int i = 0; i < NMAX; i++)
@@ -923,21 +946,14 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
     float xv = 0.0f, gate = 0.0f;
     if (i < 16) xv = x[t * H + r0 + i], gate = Fs ? sg[t * sg_stride] : 0.0f;
     for (int it = warp; it < n_items; it += nw) {
-        const uint8_t *base = Sd;
-        const float *xa = a;
-        size_t b = rbs;
-        int sb = it - K * nsb;
-        if (it < K * nsb) {
-            const int s = it / nsb;
-            const int32_t e = ids[t * K + s];
-            if (e < 0 || e >= E) {
-                if (lane < 16) part[it][lane][0] = part[it][lane][1] = part[it][lane][2] = NAN;
-                continue;
-            }
-            sb = it - s * nsb;
-            base = Wd + (int64_t)e * H * rb, xa = a + Fs + (int64_t)s * F, b = rb;
+        moe_dn_item m;
+        if (!moe_dn_pick(it, t, Wd, rb, Sd, rbs, F, Fs, H, E, K, ids, a, m)) {
+            if (lane < 16) part[it][lane][0] = part[it][lane][1] = part[it][lane][2] = NAN;
+            continue;
         }
-        const uint8_t *row0 = base + (r0 + gid) * (int64_t)b, *row1 = row0 + 8 * (int64_t)b;
+        const int sb = m.sb;
+        const float *xa = m.xa;
+        const uint8_t *row0 = m.base + (r0 + gid) * (int64_t)m.b, *row1 = row0 + 8 * (int64_t)m.b;
         float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
         __syncwarp(); /* the previous item's fragments are read */
         if constexpr (TD == MEMRA_TYPE_Q4_K) {
