@@ -33,6 +33,8 @@ $B mkmodel --preset 35b-a3b --type q4_k_m --vocab tests/data/tiny-dense.bf16.ggu
 $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-0.f32 2>/dev/null
 MEMRA_MOE_Q8=1 $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-1.f32 2>/dev/null
 cmpf /tmp/ev-0.f32 /tmp/ev-1.f32 "35b-a3b eval 66 --all, MEMRA_MOE_Q8=1 against the default"
+MEMRA_MOE_GU2=0 $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-2.f32 2>/dev/null
+cmp /tmp/ev-0.f32 /tmp/ev-2.f32 && echo "35b-a3b eval 66 --all: MEMRA_MOE_GU2=0 (k_moe_tc_gu) cmp-equal to the default"
 for r in 1 2; do
   for v in - MEMRA_MOE_Q8=1 MEMRA_MOE_Q8=gu MEMRA_MOE_Q8=down; do
     e=; [ $v != - ] && e=$v
