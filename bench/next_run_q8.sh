@@ -3,6 +3,7 @@
 # gated and timed against the fp16 core on 35b-a3b, the first gate run of 122b-a10b's shapes (under both), and
 # the pending MEMRA_MMVQ_TIGHT_Q6K8 of session 29 (next_run_q6k8.sh) on 9b if BUDGET allows.
 #   BUDGET=420 OUT=$OUT bash bench/next_run_q8.sh   (carry .bin .fix; .bin/memra this tree, stripped, xz'd)
+#   VARIANTS="- MEMRA_MOE_Q8=1": time only those (short of device time)
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-420}
 left() { [ $(( $(date +%s) - T0 )) -lt $(( BUDGET - $1 )) ]; }
@@ -32,7 +33,7 @@ cmpf /tmp/ev-0.f32 /tmp/ev-1.f32 "35b-a3b eval 66 --all, MEMRA_MOE_Q8=1 against 
 MEMRA_MOE_GU2=0 $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-2.f32 2>/dev/null
 cmp /tmp/ev-0.f32 /tmp/ev-2.f32 && echo "35b-a3b eval 66 --all: MEMRA_MOE_GU2=0 (k_moe_tc_gu) cmp-equal to the default"
 for r in 1 2; do
-  for v in - MEMRA_MOE_Q8=1 MEMRA_MOE_Q8=gu MEMRA_MOE_Q8=down; do
+  for v in ${VARIANTS:-- MEMRA_MOE_Q8=1 MEMRA_MOE_Q8=gu MEMRA_MOE_Q8=down}; do
     e=; [ $v != - ] && e=$v
     echo "35b-a3b q4_k_m r$r [$v] $(env $e $B bench -m $f --backend cuda --prefill 16 --depth 0 --decode-tokens 64 \
       --reps 3 2>&1 | grep '^decode' | tr -s ' ')"
