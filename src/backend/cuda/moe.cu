@@ -20,7 +20,10 @@
  * decode cores of mmv.cuh and mmv6.cuh (section "fused layer on the tensor
  * cores"); at T >= 16 those types take the grouped path (section "grouped
  * path": tokens sorted by expert, each expert's rows read once per tile of
- * tokens, the same bits as T = 1). */
+ * tokens, the same bits as T = 1). MEMRA_MOE_Q8 (opt-in, not yet measured)
+ * puts the two decode phases on the int8 core instead (section "fused
+ * layer on the int8 tensor cores"); the grouped path then no longer shares
+ * their bits. */
 #include <math.h>
 
 #include "backend/cuda/matvec.cuh"
@@ -802,7 +805,7 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
     }
 }
 
-/* ---- the fused layer on the int8 tensor cores (MEMRA_MOE_Q8; Q4_K gate/up, Q4_K or Q6_K down) ----
+/* ---- fused layer on the int8 tensor cores (MEMRA_MOE_Q8; Q4_K gate/up, Q4_K or Q6_K down) ----
  *
  * k_moe_tc_gu2's and k_moe_tc_down's layouts and orders with mmvq.cuh's int8 arithmetic instead of mmv.cuh's
  * fp16 one: each warp converts its super-blocks of the input (xn for gate/up, a slot's act for down) into its
