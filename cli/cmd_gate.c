@@ -1241,8 +1241,9 @@ static int gate_gdn(gate *g, const gate_model *m, int dk, int dv, int longer) {
  * from a random residual must give residual + update within rounding, and
  * with T > 1 a token must give its row's bits (memcmp) in another batch of
  * the same regime: alone below GATE_TC_MIN_T tokens, else in a batch of 20
- * that holds it among other tokens (the CUDA backend's grouped path, whose
- * arithmetic the decode path shares only without MEMRA_MOE_Q8). */
+ * that holds it among other tokens (the CUDA backend's grouped path), and
+ * also alone unless MEMRA_MOE_Q8 is set (the decode path's fp16 core shares
+ * the grouped path's arithmetic; its int8 core does not). */
 static int gate_moe_block(gate *g, const gate_model *m, const memra_moe_params *pc, const memra_moe_params *pg,
                           int64_t T, const char *type, const char *note, const buf *lg, const buf *x, const buf *w,
                           buf *out, int32_t *dids, void *sc, void *sd, size_t sb) {
@@ -1285,19 +1286,24 @@ static int gate_moe_block(gate *g, const gate_model *m, const memra_moe_params *
     }
     double er = md / mm;
     gate_row(g, 1, "moe_block-res", m->name, "x + update", type, (long)T, er, 1e-6, passes(er, 1e-6), "");
-    if (T > 1) {
+    /* the fp16 decode core shares the grouped path's bits, so without MEMRA_MOE_Q8 a grouped row must also
+     * equal the row alone (T2 = 1) */
+    const char *q8 = getenv("MEMRA_MOE_Q8");
+    const int cross = T2 > 1 && !(q8 && *q8 && strcmp(q8, "0"));
+    for (int pass = 0; T > 1 && pass < 1 + cross; pass++) {
+        const int64_t Tw = pass ? 1 : T2;
         int inv = 1;
         for (int64_t t = 0; t < T && inv; t++) {
-            /* T2 = 20: the window starting 19 rows before t (clamped), so row t sits among other tokens */
-            int64_t first = T2 == 1 ? t : t >= 19 ? t - 19 : 0;
-            if (first + T2 > T) first = T - T2;
-            GTRY(g, g->gpu->ops->upload(g->gpu, one.d, res.h + first * H, (size_t)(T2 * H) * 4));
+            /* Tw = 20: the window starting 19 rows before t (clamped), so row t sits among other tokens */
+            int64_t first = Tw == 1 ? t : t >= 19 ? t - 19 : 0;
+            if (first + Tw > T) first = T - Tw;
+            GTRY(g, g->gpu->ops->upload(g->gpu, one.d, res.h + first * H, (size_t)(Tw * H) * 4));
             GTRY(g, g->gpu->ops->moe_block(g->gpu, pg, lg->d + first * E, x->d + first * H, sg.d + first, 1, one.d,
-                                           T2, dids, w->d, sd));
+                                           Tw, dids, w->d, sd));
             GTRY(g, gdown(g, o1, one.d + (t - first) * H, (size_t)H * 4));
             inv = all_finite(o1, (size_t)H) && !memcmp(o1, og + t * H, (size_t)H * 4);
         }
-        gate_row(g, 1, "moe_block-inv", m->name, T2 == 1 ? "T=1 vs each row" : "T=20 window vs each row", type,
+        gate_row(g, 1, "moe_block-inv", m->name, Tw == 1 ? "T=1 vs each row" : "T=20 window vs each row", type,
                  (long)T, inv ? 0.0 : 1.0, 0, inv, "memcmp");
     }
     free(ids_c), free(ids_g), free(uc), free(ug), free(og), free(o1);
