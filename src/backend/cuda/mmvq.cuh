@@ -1020,7 +1020,7 @@ static inline int mmvq_tm3(void) {
  * timed, tight at ks 5 and 6 (27b +1.3%; 9b and 35b-a3b have no such
  * launch). MEMRA_MMVQ_TIGHT_Q6K8=1 (opt-in, NOT YET RUN) adds Q6_K at ks 8:
  * +1.5% on 27b if ks 8 there is what the runs' differences say, and the
- * untimed part is 9b's Q6_K ffn_down (bench/next_run_q6k8.sh times it).
+ * untimed part is 9b's Q6_K ffn_down (bench/next_run_q8.sh times it).
  * MEMRA_MMVQ_TIGHT=N: tight for ks >= N instead (N = 1: all); =0: none. */
 #define MMVQ_TIGHT_WARPS 24
 
