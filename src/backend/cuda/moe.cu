@@ -600,15 +600,16 @@ __global__ void __launch_bounds__(32 * KS, MINB)
 /* The loads of k_moe_tc_gu2 and k_moe_q8_gu: warp (tile tl, super-blocks sb0 .. sb0 + n - 1) requests its
  * tile's 16 rows of each super-block into wsh by 16-byte cp.async (144 bytes a row, row i at 144 i), at once for
  * the shared expert's tiles and after warp 0 has routed the token for a routed tile, and stages its x with
- * stage() meanwhile (warp 0 of a routed block after routing). Returns -1 (uniform over the block) where the
- * expert id is out of range, after moe_gu_route wrote NaN to the tile's act rows; else the copies have landed
- * and the staging is written, warp-synchronised. */
+ * stage() meanwhile (warp 0 of a routed block after routing). Returns the tile's first row in act[t], with
+ * the copies landed and the staging written (warp-synchronised), or -1 (uniform over the block) where the
+ * expert id is out of range, after moe_gu_route wrote NaN to the tile's act rows. */
 template <class STAGE>
-__device__ __forceinline__ int moe_gu_load(STAGE stage, uint8_t *wsh, int tl, int sb0, int n, const uint8_t *Wg,
-                                           const uint8_t *Wu, const uint8_t *Sg, const uint8_t *Su, size_t row_bytes,
-                                           const float *__restrict__ logits, int64_t t, int32_t E, int32_t K,
-                                           int64_t F, int64_t Fs, float *p, int32_t *sid, float *sw,
-                                           int32_t *__restrict__ ids, float *__restrict__ wts, float *act) {
+__device__ __forceinline__ int64_t moe_gu_load(STAGE stage, uint8_t *wsh, int tl, int sb0, int n, const uint8_t *Wg,
+                                               const uint8_t *Wu, const uint8_t *Sg, const uint8_t *Su,
+                                               size_t row_bytes, const float *__restrict__ logits, int64_t t,
+                                               int32_t E, int32_t K, int64_t F, int64_t Fs, float *p, int32_t *sid,
+                                               float *sw, int32_t *__restrict__ ids, float *__restrict__ wts,
+                                               float *act) {
     const int lane = threadIdx.x & 31;
     const int64_t n_rows = Fs + (int64_t)K * F, tile = (int64_t)blockIdx.x * 16;
     const bool routed = tile < (int64_t)K * F; /* uniform over the block */
@@ -632,7 +633,7 @@ __device__ __forceinline__ int moe_gu_load(STAGE stage, uint8_t *wsh, int tl, in
     }
     mmv_cp_wait<0>();
     __syncwarp();
-    return 0;
+    return row0;
 }
 
 /* k_moe_tc_gu2 (the default where H / 256 / KS <= 2; MEMRA_MOE_GU2=0: k_moe_tc_gu): k_moe_tc_gu's work and
@@ -678,9 +679,7 @@ __global__ void __launch_bounds__(64 * KS, MINB)
     const int sb0 = kr * nsb / KS, sb1 = (kr + 1) * nsb / KS, n = sb1 - sb0; /* n <= NMAX */
     uint8_t *wsh = gu2_sh + (size_t)warp * NMAX * (16 * 144 + MOE_TC_STG_B);
     uint32_t *stg = (uint32_t *)(wsh + NMAX * 16 * 144);
-    const int64_t t = blockIdx.y, n_rows = Fs + (int64_t)K * F, tile = (int64_t)blockIdx.x * 16;
-    const bool routed = tile < (int64_t)K * F; /* uniform over the block */
-    const int64_t row0 = routed ? Fs + tile : tile - (int64_t)K * F;
+    const int64_t t = blockIdx.y, n_rows = Fs + (int64_t)K * F;
     const float *x = xn + t * H;
     float sinv[NMAX];
     auto stage = [&]() {
@@ -690,9 +689,9 @@ __global__ void __launch_bounds__(64 * KS, MINB)
                 mmv_stage<1>(x, H, 1, sb0 + i, lane, stg + i * (MOE_TC_STG_B / 4), sinv + i, nullptr, nullptr,
                              nullptr);
     };
-    if (moe_gu_load(stage, wsh, tl, sb0, n, Wg, Wu, Sg, Su, row_bytes, logits, t, E, K, F, Fs, p, sid, sw, ids, wts,
-                    act))
-        return; /* uniform over the block */
+    const int64_t row0 = moe_gu_load(stage, wsh, tl, sb0, n, Wg, Wu, Sg, Su, row_bytes, logits, t, E, K, F, Fs, p,
+                                     sid, sw, ids, wts, act);
+    if (row0 < 0) return; /* uniform over the block */
     float acc[1][1][2] = {{{0.0f, 0.0f}}};
 #pragma unroll
     for (int i = 0; i < NMAX; i++)
@@ -895,18 +894,16 @@ __global__ void __launch_bounds__(64 * KS, MINB)
     const int sb0 = kr * nsb / KS, sb1 = (kr + 1) * nsb / KS, n = sb1 - sb0; /* n <= NMAX */
     uint8_t *wsh = q8g_sh + (size_t)warp * NMAX * (16 * 144 + MQW_B);
     uint8_t *stg = wsh + NMAX * 16 * 144;
-    const int64_t t = blockIdx.y, n_rows = Fs + (int64_t)K * F, tile = (int64_t)blockIdx.x * 16;
-    const bool routed = tile < (int64_t)K * F; /* uniform over the block */
-    const int64_t row0 = routed ? Fs + tile : tile - (int64_t)K * F;
+    const int64_t t = blockIdx.y, n_rows = Fs + (int64_t)K * F;
     const float *x = xn + t * H;
     auto stage = [&]() {
 #pragma unroll
         for (int i = 0; i < NMAX; i++)
             if (i < n) moe_q8_stage(x, sb0 + i, lane, stg + i * MQW_B);
     };
-    if (moe_gu_load(stage, wsh, tl, sb0, n, Wg, Wu, Sg, Su, row_bytes, logits, t, E, K, F, Fs, p, sid, sw, ids, wts,
-                    act))
-        return; /* uniform over the block */
+    const int64_t row0 = moe_gu_load(stage, wsh, tl, sb0, n, Wg, Wu, Sg, Su, row_bytes, logits, t, E, K, F, Fs, p,
+                                     sid, sw, ids, wts, act);
+    if (row0 < 0) return; /* uniform over the block */
     float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
 #pragma unroll
     for (int i = 0; i < NMAX; i++)
