@@ -130,6 +130,14 @@ static int all_finite(const float *x, size_t n) {
 
 static int passes(double metric, double tol) { return !isnan(metric) && metric <= tol; }
 
+/* The first row of the Tw-row window of a T-row batch that a batch-invariance check runs row r in: the window
+ * ends at r (so r sits among Tw - 1 other tokens) unless that would start before row 0, and never runs past
+ * row T - 1. Tw = 1: r alone. */
+static int64_t inv_window_first(int64_t r, int64_t Tw, int64_t T) {
+    int64_t first = r >= Tw - 1 ? r - (Tw - 1) : 0;
+    return first + Tw > T ? T - Tw : first;
+}
+
 /* ------------------------------------------------- device buffer helpers */
 
 static const char *gpu_msg(gate *g) {
@@ -355,8 +363,7 @@ static int gate_matmul_shape(gate *g, const gate_model *m, const mm_shape *s, ui
         if (T > 1) {
             int64_t rows[3] = {0, T / 2, T - 1};
             for (int k = 0; k < 3; k++) {
-                int64_t T2 = tc && !same ? 20 : 1, first = T2 == 20 ? (rows[k] >= 20 ? rows[k] - 19 : 0) : rows[k];
-                if (first + T2 > T) first = T - T2;
+                const int64_t T2 = tc && !same ? 20 : 1, first = inv_window_first(rows[k], T2, T);
                 if (gpoison(g, dy1, (size_t)(T2 * s->out) * 4)) goto done;
                 if (g->gpu->ops->matmul(g->gpu, &w.g, dx + first * s->in, dy1, T2, 0)) goto done;
                 if (gdown(g, y1, dy1, (size_t)(T2 * s->out) * 4)) goto done;
@@ -1288,15 +1295,13 @@ static int gate_moe_block(gate *g, const gate_model *m, const memra_moe_params *
     gate_row(g, 1, "moe_block-res", m->name, "x + update", type, (long)T, er, 1e-6, passes(er, 1e-6), "");
     /* the fp16 decode core shares the grouped path's bits, so without MEMRA_MOE_Q8 a grouped row must also
      * equal the row alone (T2 = 1) */
-    const char *q8 = getenv("MEMRA_MOE_Q8");
-    const int cross = T2 > 1 && !(q8 && *q8 && strcmp(q8, "0"));
+    const char *q8 = getenv("MEMRA_MOE_Q8"); /* the values moe.cu's moe_q8_mode takes */
+    const int cross = T2 > 1 && !(q8 && (!strcmp(q8, "1") || !strcmp(q8, "gu") || !strcmp(q8, "down")));
     for (int pass = 0; T > 1 && pass < 1 + cross; pass++) {
         const int64_t Tw = pass ? 1 : T2;
         int inv = 1;
         for (int64_t t = 0; t < T && inv; t++) {
-            /* Tw = 20: the window starting 19 rows before t (clamped), so row t sits among other tokens */
-            int64_t first = Tw == 1 ? t : t >= 19 ? t - 19 : 0;
-            if (first + Tw > T) first = T - Tw;
+            const int64_t first = inv_window_first(t, Tw, T);
             GTRY(g, g->gpu->ops->upload(g->gpu, one.d, res.h + first * H, (size_t)(Tw * H) * 4));
             GTRY(g, g->gpu->ops->moe_block(g->gpu, pg, lg->d + first * E, x->d + first * H, sg.d + first, 1, one.d,
                                            Tw, dids, w->d, sd));
