@@ -1249,8 +1249,9 @@ static int gate_gdn(gate *g, const gate_model *m, int dk, int dv, int longer) {
  * with T > 1 a token must give its row's bits (memcmp) in another batch of
  * the same regime: alone below GATE_TC_MIN_T tokens, else in a batch of 20
  * that holds it among other tokens (the CUDA backend's grouped path), and
- * also alone unless MEMRA_MOE_Q8 is set (the decode path's fp16 core shares
- * the grouped path's arithmetic; its int8 core does not). */
+ * also alone where the decode path shares the grouped path's arithmetic:
+ * gate/up types other than Q4_K, or MEMRA_MOE_Q8=0 (the fp16 core; by
+ * default Q4_K's decode gate/up runs on the int8 core, which does not). */
 static int gate_moe_block(gate *g, const gate_model *m, const memra_moe_params *pc, const memra_moe_params *pg,
                           int64_t T, const char *type, const char *note, const buf *lg, const buf *x, const buf *w,
                           buf *out, int32_t *dids, void *sc, void *sd, size_t sb) {
@@ -1293,10 +1294,10 @@ static int gate_moe_block(gate *g, const gate_model *m, const memra_moe_params *
     }
     double er = md / mm;
     gate_row(g, 1, "moe_block-res", m->name, "x + update", type, (long)T, er, 1e-6, passes(er, 1e-6), "");
-    /* the fp16 decode core shares the grouped path's bits, so without MEMRA_MOE_Q8 a grouped row must also
-     * equal the row alone (T2 = 1) */
-    const char *q8 = getenv("MEMRA_MOE_Q8"); /* the values moe.cu's moe_q8_mode takes */
-    const int cross = T2 > 1 && !(q8 && (!strcmp(q8, "1") || !strcmp(q8, "gu") || !strcmp(q8, "down")));
+    /* where the decode path shares the grouped path's bits, a grouped row must also equal the row alone
+     * (T2 = 1): moe.cu's moe_q8_mode puts Q4_K's decode phases on the int8 core unless MEMRA_MOE_Q8=0 */
+    const char *q8 = getenv("MEMRA_MOE_Q8");
+    const int cross = T2 > 1 && (strcmp(type, "Q4_K") || (q8 && !strcmp(q8, "0")));
     for (int pass = 0; T > 1 && pass < 1 + cross; pass++) {
         const int64_t Tw = pass ? 1 : T2;
         int inv = 1;

@@ -20,10 +20,10 @@
  * decode cores of mmv.cuh and mmv6.cuh (section "fused layer on the tensor
  * cores"); at T >= 16 those types take the grouped path (section "grouped
  * path": tokens sorted by expert, each expert's rows read once per tile of
- * tokens, the same bits as T = 1). MEMRA_MOE_Q8 (opt-in, not yet measured)
- * puts the two decode phases on the int8 core instead (section "fused
- * layer on the int8 tensor cores"); the grouped path then no longer shares
- * their bits. */
+ * tokens, the same bits as T = 1). The decode gate/up phase runs on the int8
+ * core instead (k_moe_q8_gu, section "fused layer on the int8 tensor
+ * cores"; MEMRA_MOE_Q8 picks the phases), so the grouped path no longer
+ * shares its bits: MoE has the dense matvecs' regime split at 16 tokens. */
 #include <math.h>
 
 #include "backend/cuda/matvec.cuh"
@@ -636,7 +636,8 @@ __device__ __forceinline__ int64_t moe_gu_load(STAGE stage, uint8_t *wsh, int tl
     return row0;
 }
 
-/* k_moe_tc_gu2 (the default where H / 256 / KS <= 2; MEMRA_MOE_GU2=0: k_moe_tc_gu): k_moe_tc_gu's work and
+/* k_moe_tc_gu2 (where H / 256 / KS <= 2 and the gate/up phase is on the fp16 core, MEMRA_MOE_Q8=0 or down;
+ * MEMRA_MOE_GU2=0: k_moe_tc_gu): k_moe_tc_gu's work and
  * bits, with the gate tile and the up tile of a K range on two warps instead of one, and the weight rows
  * through shared memory (16-byte cp.async) instead of registers, so a warp holds one tile's fragments at a
  * time and twice the warps fit (8 a block, MINB blocks an SM). Why: k_moe_tc_gu issues one instruction every
@@ -649,8 +650,8 @@ __device__ __forceinline__ int64_t moe_gu_load(STAGE stage, uint8_t *wsh, int tl
  * Measured (H100, 35b-a3b q4_k_m decode@0 tok/s, interleaved rounds, bench/results/2026-12-07-h100.md):
  * k_moe_tc_gu 448.7 / 445.2 / 443.2 / 440.4, k_moe_tc_gu2 458.8 / 457.7 / 452.2 / 456.1 (+2.5%); gate
  * kernels 35b-a3b 1154 / 0 and logits of 66 tokens cmp-equal to k_moe_tc_gu's.
- * NMAX = 2 only (35B-A3B's H = 2048): the larger models' H (3072, 4096) take k_moe_tc_gu until an NMAX 3-4
- * form is measured (its shared memory would allow 2 blocks an SM, not 3).
+ * NMAX = 2 only (35B-A3B's H = 2048): on the fp16 core the larger models' H (3072, 4096) take k_moe_tc_gu
+ * (an NMAX 4 form's shared memory would allow 2 blocks an SM, not 3; k_moe_q8_gu has that form).
  *
  * Launch contract: k_moe_tc_gu's grid, shapes and alignment (rows of 16-byte aligned Q4_K, row_bytes a
  * multiple of 16), block 64 KS, dynamic shared memory moe_gu2_smem(KS, NMAX) with NMAX >= ceil(H / 256 /
@@ -821,7 +822,13 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
  * order depends on H, F and Fs only, never on T, the grid or the selected experts: a token's bits are those
  * of T = 1. They are NOT those of the grouped path (T >= MOE_GRP_MIN_T, the fp16 arithmetic): MoE then has
  * the dense matvecs' regime split at 16 tokens (the gate checks invariance within each regime). Error: the
- * int8 matvec's ~2.5e-6 of max|y| per matvec (fp16 core: 5e-7), within moe_block's 1e-5. */
+ * int8 matvec's ~2.5e-6 of max|y| per matvec (fp16 core: 5e-7), within moe_block's 1e-5.
+ * Measured (H100, bench/results/2026-12-07c-h100.md): gate kernels 35b-a3b and 122b-a10b pass under both
+ * phases; 35b-a3b q4_k_m logits of 66 tokens differ from the fp16 core's by 5.0e-5 at most (max|logit| 5.5);
+ * decode@0 +2% with gate/up on int8, and no gain from down (its Q6_K form is ~1 us slower a launch than
+ * k_moe_tc_down under ncu). So the halved instruction count bought little: these kernels wait on the
+ * routing and on DRAM round trips more than on their arithmetic. The default is gate/up only
+ * (moe_q8_mode). */
 
 /* A warp's staging of one (token, super-block): limb planes [limb][q][sub-block][8 bytes] with the lab's
  * padded strides (bench/kernels/mmvq_inkernel.cuh: lanes g < 3, the only ones that load B at T = 1, hit
@@ -1314,13 +1321,17 @@ static int moe_gu2_on(void) {
     return env_on("MEMRA_MOE_GU2", &on);
 }
 
-/* MEMRA_MOE_Q8 (read once; opt-in while it is measured): the int8 kernels k_moe_q8_gu / k_moe_q8_down for
- * the decode phases: 1 both, "gu" or "down" one of them; unset or 0 neither. Bit 0: gate/up, bit 1: down. */
+/* MEMRA_MOE_Q8 (read once): which decode phases take the int8 kernels. Bit 0: gate/up (k_moe_q8_gu), bit 1:
+ * down (k_moe_q8_down); "1" both, "gu" or "down" one, "0" neither; unset or another value: the default, gate/up
+ * only. Why gu only: H100, 35b-a3b q4_k_m decode@0 tok/s, two interleaved rounds (bench/results/
+ * 2026-12-07c-h100.md): fp16 both 460.4 / 454.7, int8 both 464.4 / 456.4, int8 gate/up 467.8 / 466.9. ncu
+ * (serialized, no PDL): gu 14.2-15.2 -> 13.3-14.3 us; down Q4_K 8.9-9.1 either way, down Q6_K 10.2-10.4 ->
+ * 11.3-11.6 us. */
 static int moe_q8_mode(void) {
     static int mode = -1;
     if (mode < 0) {
         const char *e = getenv("MEMRA_MOE_Q8");
-        mode = !e ? 0 : !strcmp(e, "1") ? 3 : !strcmp(e, "gu") ? 1 : !strcmp(e, "down") ? 2 : 0;
+        mode = !e ? 1 : !strcmp(e, "0") ? 0 : !strcmp(e, "1") ? 3 : !strcmp(e, "down") ? 2 : 1;
     }
     return mode;
 }
