@@ -1018,13 +1018,17 @@ static inline int mmvq_tm3(void) {
  * ffn_down: the Q4_K one takes k_mmvq_tm2) gains ~1.5%, while 9b's ks 8
  * (ffn_down, Q4_K and Q6_K) loses 5.5%. The default is the rule run 5
  * timed, tight at ks 5 and 6 (27b +1.3%; 9b and 35b-a3b have no such
- * launch). MEMRA_MMVQ_TIGHT_Q6K8=1 (opt-in, NOT YET RUN) adds Q6_K at ks 8:
- * +1.5% on 27b if ks 8 there is what the runs' differences say, and the
- * untimed part is 9b's Q6_K ffn_down (bench/next_run_q8.sh times it).
+ * launch). Q6_K at ks 8 is tight too where its grid exceeds one wave of
+ * the default form (125 registers: 2 blocks of 8 warps an SM; blocks > 2
+ * sms), which the tight form's 3 blocks an SM still hold in one: 27b's
+ * ffn_down (320 blocks on 132 SMs), not 9b's (256). H100, decode@0 tok/s,
+ * two interleaved rounds (bench/results/2026-12-07c-h100.md), Q6_K at ks 8
+ * tight everywhere: 27b 115.5 / 115.7 -> 117.4 / 117.6 (+1.6%), 9b 343.1 /
+ * 340.9 -> 331.0 / 330.8 (-3.5%). MEMRA_MMVQ_TIGHT_Q6K8=0: not that one.
  * MEMRA_MMVQ_TIGHT=N: tight for ks >= N instead (N = 1: all); =0: none. */
 #define MMVQ_TIGHT_WARPS 24
 
-static inline bool mmvq_tight(int ks, int type) {
+static inline bool mmvq_tight(int ks, int type, int blocks, int sms) {
     static int min_ks = -1, q6k8 = -1;
     if (min_ks < 0) {
         const char *e = getenv("MEMRA_MMVQ_TIGHT");
@@ -1032,7 +1036,8 @@ static inline bool mmvq_tight(int ks, int type) {
         min_ks = v < 0 ? 0 : v > 0 ? v : MMV_KS_MAX + 1; /* 0: the default rule */
     }
     if (min_ks) return ks >= min_ks;
-    return ks == 5 || ks == 6 || (ks == 8 && type == MEMRA_TYPE_Q6_K && env_opt_in("MEMRA_MMVQ_TIGHT_Q6K8", &q6k8));
+    return ks == 5 || ks == 6 ||
+           (ks == 8 && type == MEMRA_TYPE_Q6_K && blocks > 2 * sms && env_on("MEMRA_MMVQ_TIGHT_Q6K8", &q6k8));
 }
 
 template <int TYPE, int D, int KS>
@@ -1067,9 +1072,10 @@ static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_
 }
 
 template <int TYPE, int NP, int TL, int MINB>
-static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl) {
+static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl,
+                                  int sms) {
     if constexpr (NP == 1 && TL == 1)
-        if (a.tm && mmvq_tight(ks, TYPE)) {
+        if (a.tm && mmvq_tight(ks, TYPE, a.blk0[4], sms)) {
             cudaError_t e;
             if (mmvq_launch_tight<TYPE>(a, buf, s, ks, pdl, &e)) return e;
         }
@@ -1181,16 +1187,16 @@ static inline cudaError_t mmvq_launch_t(const mmv_args &a0, uint8_t *buf, cudaSt
                 if (mmvq_tm_d(nsb, ks, 1) == 4) return mmvq_launch_tm2<TYPE, 4>(a, buf, s, ks, pdl);
             return mmvq_launch_tm2<TYPE, MMVQ_TM_D>(a, buf, s, ks, pdl);
         }
-        if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl);
-        if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl);
-        if (a.T <= 8) return mmvq_launch_np<TYPE, 4, 1, 1>(a, buf, s, ks, pdl);
-        return mmvq_launch_np<TYPE, 8, 1, 1>(a, buf, s, ks, pdl);
+        if (a.T <= 2) return mmvq_launch_np<TYPE, 1, 1, 2>(a, buf, s, ks, pdl, sms);
+        if (a.T <= 4) return mmvq_launch_np<TYPE, 2, 1, 1>(a, buf, s, ks, pdl, sms);
+        if (a.T <= 8) return mmvq_launch_np<TYPE, 4, 1, 1>(a, buf, s, ks, pdl, sms);
+        return mmvq_launch_np<TYPE, 8, 1, 1>(a, buf, s, ks, pdl, sms);
     }
     const int ks = mmvq_ks(nsb, a0.blk0[4], sms);
-    if (a0.T <= 2) return mmvq_launch_np<TYPE, 1, 2, 2>(a0, buf, s, ks, pdl);
-    if (a0.T <= 4) return mmvq_launch_np<TYPE, 2, 2, 1>(a0, buf, s, ks, pdl);
-    if (a0.T <= 8) return mmvq_launch_np<TYPE, 4, 2, 1>(a0, buf, s, ks, pdl);
-    return mmvq_launch_np<TYPE, 8, 2, 1>(a0, buf, s, ks, pdl);
+    if (a0.T <= 2) return mmvq_launch_np<TYPE, 1, 2, 2>(a0, buf, s, ks, pdl, sms);
+    if (a0.T <= 4) return mmvq_launch_np<TYPE, 2, 2, 1>(a0, buf, s, ks, pdl, sms);
+    if (a0.T <= 8) return mmvq_launch_np<TYPE, 4, 2, 1>(a0, buf, s, ks, pdl, sms);
+    return mmvq_launch_np<TYPE, 8, 2, 1>(a0, buf, s, ks, pdl, sms);
 }
 
 static inline cudaError_t mmvq_launch(uint32_t type, const mmv_args &a, uint8_t *buf, cudaStream_t s, bool pdl,
