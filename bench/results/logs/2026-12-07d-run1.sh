@@ -25,8 +25,10 @@ ab() { # file, switch: decode@0 over two interleaved rounds
     done
   done
 }
-row() { echo "$1 table: $($B bench -m $f --backend cuda --prefill 512 --depth 0 --decode-tokens 64 --reps 3 2>&1 |
-  grep -E '^(decode|prefill|copy)' | tr -s ' ' | tr '\n' '|')"; }
+row() { # the table row; the full output (with the decode profile at depth 15) in $OUT/row-FILE.txt
+  local o=$OUT/row-${1// /-}.txt
+  $B bench -m $f --backend cuda --prefill 512 --depth 0 --decode-tokens 64 --reps 3 --profile >$o 2>&1
+  echo "$1 table: $(grep -E '^(decode|prefill|copy)' $o | tr -s ' ' | tr '\n' '|')"; }
 for spec in "35b-a3b q4_k_m MEMRA_MOE_Q8=0" "27b q4_k_m MEMRA_MMVQ_TIGHT_Q6K8=0" "9b q4_k_m -" "9b q8_0 -"; do
   set -- $spec
   left 40 || break
