@@ -1024,7 +1024,9 @@ static inline int mmvq_tm3(void) {
  * ffn_down (320 blocks on 132 SMs), not 9b's (256). H100, decode@0 tok/s,
  * two interleaved rounds (bench/results/2026-12-07c-h100.md), Q6_K at ks 8
  * tight everywhere: 27b 115.5 / 115.7 -> 117.4 / 117.6 (+1.6%), 9b 343.1 /
- * 340.9 -> 331.0 / 330.8 (-3.5%). MEMRA_MMVQ_TIGHT_Q6K8=0: not that one.
+ * 340.9 -> 331.0 / 330.8 (-3.5%); by this rule, as built (2026-12-07d):
+ * 27b 118.8 / 120.1 against 116.9 / 116.9 with it off.
+ * MEMRA_MMVQ_TIGHT_Q6K8=0: not that one.
  * MEMRA_MMVQ_TIGHT=N: tight for ks >= N instead (N = 1: all); =0: none. */
 #define MMVQ_TIGHT_WARPS 24
 

@@ -1326,7 +1326,7 @@ static int moe_gu2_on(void) {
  * only. Why gu only: H100, 35b-a3b q4_k_m decode@0 tok/s, two interleaved rounds (bench/results/
  * 2026-12-07c-h100.md): fp16 both 460.4 / 454.7, int8 both 464.4 / 456.4, int8 gate/up 467.8 / 466.9. ncu
  * (serialized, no PDL): gu 14.2-15.2 -> 13.3-14.3 us; down Q4_K 8.9-9.1 either way, down Q6_K 10.2-10.4 ->
- * 11.3-11.6 us. */
+ * 11.3-11.6 us. As the default (2026-12-07d-h100.md): 467.5 / 460.2 against MEMRA_MOE_Q8=0's 460.7 / 460.2. */
 static int moe_q8_mode(void) {
     static int mode = -1;
     if (mode < 0) {
