@@ -10,9 +10,11 @@
  * the rest of the batch, so a sequence gets the same logits alone or batched.
  * MTP layers (n_trunk .. n_layer-1) are not run. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "model/model.h"
 
 typedef struct fw {
@@ -26,9 +28,39 @@ typedef struct fw {
     int prof; /* mark each op on the backend's timeline (memra_forward_opts.profile) */
 } fw;
 
+/* MEMRA_SKIP_OPS=name,name,..: a timing ablation, never for results. The
+ * layer ops of those names (the OP names of this file: "gdn", "attention",
+ * "qk_norm_rope_store", "moe_block", "ffn down", ...) are not run, so every
+ * logit is wrong; what a captured decode step then saves is what those ops
+ * cost inside it, launches and waits included, which --profile (events
+ * around each op of an uncaptured step) cannot show. Read once, with a
+ * warning on the log. */
+static const char *skip_list;
+static pthread_once_t skip_once = PTHREAD_ONCE_INIT;
+static void skip_init(void) {
+    const char *e = getenv("MEMRA_SKIP_OPS");
+    skip_list = e && *e ? e : NULL;
+    if (skip_list) MEMRA_LOGW("MEMRA_SKIP_OPS=%s: those ops are not run (a timing ablation): every result is wrong", e);
+}
+
+/* Whether op `what` is in MEMRA_SKIP_OPS's comma-separated list. */
+static int op_skipped(const char *what) {
+    pthread_once(&skip_once, skip_init);
+    if (!skip_list) return 0;
+    const size_t n = strlen(what);
+    for (const char *p = skip_list; p;) {
+        const char *q = strchr(p, ',');
+        const size_t len = q ? (size_t)(q - p) : strlen(p);
+        if (len == n && !memcmp(p, what, n)) return 1;
+        p = q ? q + 1 : NULL;
+    }
+    return 0;
+}
+
 /* Runs a backend op; a failure names the layer and the op. */
 #define OP(f, il, what, call)                                              \
     do {                                                                   \
+        if (op_skipped(what)) break;                                       \
         memra_status op_st_ = (f)->be->ops->call;                          \
         if (op_st_ != MEMRA_OK) return op_failed((f), (il), (what), op_st_); \
         if ((f)->prof) (f)->be->ops->prof_mark((f)->be, (what));          \

@@ -6,7 +6,8 @@
   models in tests/data and the fixtures in ../shared/fixtures when present;
 - seeded sampling is reproducible and the seed matters;
 - chat keeps history, /reset and /exit work on a non-terminal stdin;
-- errors a user can make give one clear line and a non-zero exit.
+- errors a user can make give one clear line and a non-zero exit;
+- MEMRA_SKIP_OPS (the timing ablation) skips exactly the named ops, with a warning.
 """
 import json
 import os
@@ -120,6 +121,22 @@ def test_errors():
                   f"{what}: one clear line, got {err[-3:]}")
 
 
+def test_skip_ops():
+    """MEMRA_SKIP_OPS (forward.c's timing ablation) skips the named ops, says so, and skips nothing else."""
+    model = os.path.join(ROOT, "tests", "data", "tiny-dense.bf16.gguf")
+    args = ["run", "-m", model, "-p", "Once upon a time", "-n", "12", "--threads", "2"]
+    base = memra(*args)
+    env = dict(os.environ)
+    for ops, differs in (("gdn,attention", True), ("ffn down", True), ("no_such_op", False)):
+        env["MEMRA_SKIP_OPS"] = ops
+        r = subprocess.run([MEMRA, *args], capture_output=True, timeout=120, env=env)
+        check(r.returncode == 0, f"MEMRA_SKIP_OPS={ops}: exit {r.returncode}: {r.stderr.decode()[-200:]}")
+        check(b"MEMRA_SKIP_OPS=" + ops.encode() in r.stderr and b"every result is wrong" in r.stderr,
+              f"MEMRA_SKIP_OPS={ops}: the warning")
+        check((r.stdout != base.stdout) == differs,
+              f"MEMRA_SKIP_OPS={ops}: the text {'differs' if differs else 'is unchanged'}")
+
+
 if __name__ == "__main__":
     if not os.path.exists(MEMRA):
         print(f"FAIL {MEMRA} not built")
@@ -129,5 +146,6 @@ if __name__ == "__main__":
     test_sampling()
     test_chat()
     test_errors()
+    test_skip_ops()
     print(f"test_cli: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
