@@ -13,6 +13,8 @@ fraction = GB/s / copy_bw. Bad options exit 2.
 gate model: passes on tests/data, and fails (exit 1) when the tolerance is
 set below what float32 can reach, so the gate can fail.
 
+bench/ablate.py: parses a stored CUDA decode profile, and runs on the CPU.
+
 Run from the repo root; MEMRA_BIN picks the binary (default build/memra)."""
 import csv
 import io
@@ -178,6 +180,34 @@ def test_gate():
     check(rc == 1, f"gate model on an empty folder: exit {rc} (nothing checked is a failure)")
 
 
+def test_ablate():
+    """bench/ablate.py: the op rows of a stored CUDA profile, and a CPU run with --ops (a GDN layer's op left out
+    saves time; an unknown name is no op and the run still succeeds)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import ablate
+    text = """copy bandwidth       3030.3 GB/s   (read + write of 2048 MiB, median of 9)
+decode profile at depth 63 (one uncaptured step; launch gaps included):
+profile: 340 ops, 9.913 ms from the first op's start to the last op's end
+op                        count   total_us      us/op  share
+post_norm+ffn gate+up swiglu     64     2965.5      46.34  29.9%
+attn_norm+ssm_in (qkv z beta alpha)     48     1592.8      33.18  16.1%
+gdn                          48      572.4      11.92   5.8%
+output                        1      407.6     407.65   4.1%
+decode  depth 0        118.9 tok/s      8.412 ms/tok    16.139 GB/tok    1918.7 GB/s   63.3% of copy
+"""  # from bench/results/logs/2026-12-07d-run1-rows.txt (27b), shortened
+    ops = ablate.profile_ops(text)
+    check(ops == [("post_norm+ffn gate+up swiglu", 64), ("attn_norm+ssm_in (qkv z beta alpha)", 48), ("gdn", 48),
+                  ("output", 1)], f"ablate.profile_ops: {ops}")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "ablate.py"), "-m",
+                        os.path.join(DATA, "tiny-dense.bf16.gguf"), "--backend", "cpu", "--memra", BIN,
+                        "--ops", "gdn,no_such_op"], capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"ablate.py on the CPU: exit {r.returncode}: {r.stderr[-500:]}")
+    rows = {l.split()[0]: l.split() for l in r.stdout.splitlines()[2:] if l.split()}
+    check(set(rows) == {"gdn", "no_such_op"}, f"ablate.py rows: {r.stdout}")
+    if "gdn" in rows:
+        check(float(rows["gdn"][3]) > 0, f"ablate.py: the step without gdn is faster: {rows['gdn']}")
+
+
 def main():
     if not os.path.exists(BIN):
         print(f"test_bench: {BIN} is missing (run make)", file=sys.stderr)
@@ -187,6 +217,7 @@ def main():
     test_bench("tiny-dense.bf16.gguf", [8, 40], [0, 24], 6)
     test_bench("tiny-moe.bf16.gguf", [20], [0, 5], 4)
     test_gate()
+    test_ablate()
     print(f"test_bench: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
