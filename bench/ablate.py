@@ -21,7 +21,7 @@ SKIP_ALWAYS = {"embed", "sync", "output_norm"}  # ops whose absence breaks the s
 
 def bench(memra, model, backend, skip=None, profile=False):
     cmd = [memra, "bench", "-m", model, "--backend", backend, "--prefill", "16", "--depth", "0",
-           "--decode-tokens", "64", "--reps", "3"]
+           "--decode-tokens", "64", "--reps", "3", "--copy-mib", "256"]
     if profile:
         cmd.append("--profile")
     env = dict(os.environ)
