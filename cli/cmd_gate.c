@@ -1249,9 +1249,10 @@ static int gate_gdn(gate *g, const gate_model *m, int dk, int dv, int longer) {
  * with T > 1 a token must give its row's bits (memcmp) in another batch of
  * the same regime: alone below GATE_TC_MIN_T tokens, else in a batch of 20
  * that holds it among other tokens (the CUDA backend's grouped path), and
- * also alone where the decode path shares the grouped path's arithmetic:
- * gate/up types other than Q4_K, or MEMRA_MOE_Q8=0 (the fp16 core; by
- * default Q4_K's decode gate/up runs on the int8 core, which does not). */
+ * also alone where the decode path shares the grouped path's arithmetic
+ * (memra_backend_cuda_moe_regimes_equal: by default Q4_K's decode gate/up
+ * runs on the int8 core, which does not; MEMRA_MOE_Q8=0 puts it back on
+ * the fp16 core). */
 static int gate_moe_block(gate *g, const gate_model *m, const memra_moe_params *pc, const memra_moe_params *pg,
                           int64_t T, const char *type, const char *note, const buf *lg, const buf *x, const buf *w,
                           buf *out, int32_t *dids, void *sc, void *sd, size_t sb) {
@@ -1294,10 +1295,9 @@ static int gate_moe_block(gate *g, const gate_model *m, const memra_moe_params *
     }
     double er = md / mm;
     gate_row(g, 1, "moe_block-res", m->name, "x + update", type, (long)T, er, 1e-6, passes(er, 1e-6), "");
-    /* where the decode path shares the grouped path's bits, a grouped row must also equal the row alone
-     * (T2 = 1): moe.cu's moe_q8_mode puts Q4_K's decode phases on the int8 core unless MEMRA_MOE_Q8=0 */
-    const char *q8 = getenv("MEMRA_MOE_Q8");
-    const int cross = T2 > 1 && (strcmp(type, "Q4_K") || (q8 && !strcmp(q8, "0")));
+    /* where the decode path shares the grouped path's bits (the backend says), a grouped row must also equal
+     * the row alone (T2 = 1) */
+    const int cross = T2 > 1 && memra_backend_cuda_moe_regimes_equal(g->gpu, pg);
     for (int pass = 0; T > 1 && pass < 1 + cross; pass++) {
         const int64_t Tw = pass ? 1 : T2;
         int inv = 1;

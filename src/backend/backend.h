@@ -305,6 +305,12 @@ int memra_backend_cuda_prefill_matvec(memra_backend *be, uint32_t type, int64_t 
  * Q4_K and Q6_K matmul weights: the same blocks in another order, so its
  * T < 16 matmuls take the int8 matvec); 0 otherwise, or without CUDA. */
 int memra_backend_cuda_weight_tm(memra_backend *be, const memra_weight *w);
+/* 1 when the CUDA backend be gives a token's moe_block row for p the same
+ * bits at T < 16 as in a batch of 16 or more (its decode and grouped paths
+ * share their arithmetic; not where a decode phase runs on the int8 core);
+ * 0 otherwise, for another backend or without CUDA (`memra gate kernels`
+ * checks across the two regimes only where this says they agree). */
+int memra_backend_cuda_moe_regimes_equal(memra_backend *be, const memra_moe_params *p);
 void memra_backend_free(memra_backend *be);
 
 /* Batch arrays for up to max_tokens tokens in max_seqs sequences: host arrays

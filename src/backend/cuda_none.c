@@ -15,3 +15,8 @@ int memra_backend_cuda_weight_tm(memra_backend *be, const memra_weight *w) {
     (void)be, (void)w;
     return 0;
 }
+
+int memra_backend_cuda_moe_regimes_equal(memra_backend *be, const memra_moe_params *p) {
+    (void)be, (void)p;
+    return 0;
+}

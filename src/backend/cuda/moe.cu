@@ -1455,6 +1455,37 @@ static memra_status moe_grp_run(memra_backend *be, const memra_moe_params *p, co
     return CUDA_LAUNCHED(be, "moe_block: fold");
 }
 
+/* Whether the decode gate/up phase (T < MOE_GRP_MIN_T) of Q4_K rows takes k_moe_q8_gu: moe_q8_mode's gate/up
+ * bit, a warp's super-blocks fit its slots (nmax <= 4) and the weights are aligned (al). cuda_op_moe_block and
+ * memra_backend_cuda_moe_regimes_equal decide by it. */
+static bool moe_q8_gu_takes(int nmax, bool al) { return (moe_q8_mode() & 1) && nmax <= 4 && al; }
+
+/* The decode gate/up's facts for p (tc gate/up types): nmax and the alignment of the rows */
+static void moe_gu_facts(const memra_moe_params *p, int *nmax, bool *al) {
+    const int64_t H = p->gate_exps->ne[0];
+    const bool shared = p->gate_shexp != NULL;
+    *nmax = (int)((H / 256 + MOE_GU2_KS - 1) / MOE_GU2_KS);
+    *al = p->gate_exps->row_bytes % 16 == 0 && cuda_aligned16(p->gate_exps->data) && cuda_aligned16(p->up_exps->data) &&
+          (!shared || (cuda_aligned16(p->gate_shexp->data) && cuda_aligned16(p->up_shexp->data)));
+}
+
+/* backend.h: 1 where a token's moe_block row at T < MOE_GRP_MIN_T has the bits of the same row in a larger
+ * batch. Only the grouped path (T >= MOE_GRP_MIN_T, fp16 arithmetic) can differ, and it does where a decode
+ * phase runs on the int8 core (moe_q8_mode). Mirrors cuda_op_moe_block's choices. */
+extern "C" int memra_backend_cuda_moe_regimes_equal(memra_backend *be, const memra_moe_params *p) {
+    if (!be || !be->name || strcmp(be->name, "cuda") || !p->gate_exps || !p->down_exps) return 0;
+    const int64_t H = p->gate_exps->ne[0], F = p->gate_exps->ne[1];
+    const int64_t Fs = p->gate_shexp ? p->gate_shexp->ne[1] : 0;
+    const uint32_t tgu = p->gate_exps->type, td = p->down_exps->type;
+    if (!moe_tc_on() || !moe_grp_ok(tgu, td, H, F, Fs)) return 1; /* every T takes the decode kernels */
+    int nmax;
+    bool al;
+    moe_gu_facts(p, &nmax, &al);
+    const bool gu_q8 = moe_tc_gu_ok(tgu, H, F, Fs) && moe_q8_gu_takes(nmax, al);
+    const bool dn_q8 = moe_tc_down_ok(td, H, F, Fs, p->n_used) && (moe_q8_mode() & 2);
+    return !gu_q8 && !dn_q8;
+}
+
 memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, const float *logits, const float *xn,
                                const float *sg, int64_t sg_stride, float *x, int64_t T, int32_t *ids, float *w,
                                void *scratch) {
@@ -1497,10 +1528,10 @@ memra_status cuda_op_moe_block(memra_backend *be, const memra_moe_params *p, con
     size_t rb = p->gate_exps->row_bytes;
     if (tc && moe_tc_gu_ok(tgu, H, F, Fs)) {
         dim3 g((unsigned)((Fs + (int64_t)K * F) / 16), (unsigned)T);
-        const int nmax = (int)((H / 256 + MOE_GU2_KS - 1) / MOE_GU2_KS);
-        const bool al = rb % 16 == 0 && cuda_aligned16(Wg) && cuda_aligned16(Wu) &&
-                        (!shared || (cuda_aligned16(Sg) && cuda_aligned16(Su)));
-        if ((moe_q8_mode() & 1) && nmax <= 4 && al) {
+        int nmax;
+        bool al;
+        moe_gu_facts(p, &nmax, &al);
+        if (moe_q8_gu_takes(nmax, al)) {
             constexpr auto k2 = k_moe_q8_gu<MOE_GU2_KS, MOE_GU2_MINB, 2>;
             constexpr auto k4 = k_moe_q8_gu<MOE_GU2_KS, 2, 4>;
             const size_t sm = moe_q8_gu_smem(MOE_GU2_KS, nmax <= 2 ? 2 : 4);
