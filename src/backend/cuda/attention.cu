@@ -17,7 +17,13 @@
 #include "backend/cuda/ops.cuh"
 
 #define ATT_SPLIT 64
-#define ATT_BLOCKS 128 /* phase-1 blocks per token (over all kv heads); each loops over its splits */
+/* Phase-1 blocks per token (over all kv heads); each loops over its splits. 512 (was 128) gives every split
+ * up to 512 / n_kv of them a block of its own; with the V rows and the combine's splits loaded in batches
+ * (k_att_dec's VB, ATT_CB), all the same bits, decode at depth 4096 went +3.5% (9b q4_k_m), +2.7% (35b-a3b),
+ * +4.3% (27b) on the H100, and depth 0 stayed (also in a 32k context, where the grid is full):
+ * bench/results/2026-12-07e-h100.md. */
+#define ATT_BLOCKS 512
+#define ATT_CB 16 /* splits k_att_combine loads at once */
 #define ATT_MAX_G 16     /* q heads per kv head */
 #define ATT_MAX_HD 512
 #define ATT_WS_TARGET ((size_t)256 << 20) /* workspace per launch chunk of tokens */
@@ -295,13 +301,17 @@ __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
 #pragma unroll
             for (int gq = 0; gq < G; gq++) acc[gq] = 0.0f;
             const float *vr = a.vc + base + d;
+            /* the split's V rows VB at a time, all in flight (one round trip for the whole split at G <= 4,
+             * two at G <= 8; it was four), then added in order. VB by the registers: the K pass sets them
+             * (ptxas: 128 at G 4, 127 at G 6, 167 at G 8, 113 at G 16), and G = 16 spilled at VB = 64. */
+            constexpr int VB = G <= 4 ? 64 : G <= 8 ? 32 : 16;
 #pragma unroll 1
-            for (int c = 0; c < ns; c += 16) {
-                float vv[16];
+            for (int c = 0; c < ns; c += VB) {
+                float vv[VB];
 #pragma unroll
-                for (int k = 0; k < 16; k++) vv[k] = c + k < ns ? vr[(int64_t)(c + k) * kv_dim] : 0.0f;
+                for (int k = 0; k < VB; k++) vv[k] = c + k < ns ? vr[(int64_t)(c + k) * kv_dim] : 0.0f;
 #pragma unroll
-                for (int k = 0; k < 16; k++)
+                for (int k = 0; k < VB; k++)
                     if (c + k < ns)
 #pragma unroll
                         for (int gq = 0; gq < G; gq++) acc[gq] = fmaf(sc[gq * ATT_SPLIT + c + k], vv[k], acc[gq]);
@@ -340,15 +350,33 @@ __global__ void __launch_bounds__(256) k_att_combine(att_args a) {
     if (p >= a.n_ctx) p = a.n_ctx - 1;
     const int nsp = p / ATT_SPLIT + 1;
     const float *pp = a.part + ((int64_t)t * a.n_head + h) * a.max_splits * (hd + 2);
+    /* the splits' values are loaded ATT_CB at a time, all in flight, then used in split order: a round trip per
+     * ATT_CB splits instead of one per split (the same operations in the same order) */
     float M = -INFINITY;
-    for (int i = 0; i < nsp; i++) M = fmaxf(M, pp[(int64_t)i * (hd + 2)]);
+    for (int i0 = 0; i0 < nsp; i0 += ATT_CB) {
+        float m[ATT_CB];
+#pragma unroll
+        for (int k = 0; k < ATT_CB; k++) m[k] = i0 + k < nsp ? pp[(int64_t)(i0 + k) * (hd + 2)] : -INFINITY;
+#pragma unroll
+        for (int k = 0; k < ATT_CB; k++) M = fmaxf(M, m[k]);
+    }
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float L = 0.0f, o = 0.0f;
-        for (int i = 0; i < nsp; i++) {
-            const float *q = pp + (int64_t)i * (hd + 2);
-            float f = expf(q[0] - M);
-            L = fmaf(q[1], f, L);
-            o = fmaf(q[2 + d], f, o);
+        for (int i0 = 0; i0 < nsp; i0 += ATT_CB) {
+            float m[ATT_CB], l[ATT_CB], od[ATT_CB];
+#pragma unroll
+            for (int k = 0; k < ATT_CB; k++) {
+                const float *q = pp + (int64_t)(i0 + k) * (hd + 2);
+                const bool in = i0 + k < nsp;
+                m[k] = in ? q[0] : 0.0f, l[k] = in ? q[1] : 0.0f, od[k] = in ? q[2 + d] : 0.0f;
+            }
+#pragma unroll
+            for (int k = 0; k < ATT_CB; k++) {
+                if (i0 + k >= nsp) break;
+                const float f = expf(m[k] - M);
+                L = fmaf(l[k], f, L);
+                o = fmaf(od[k], f, o);
+            }
         }
         float r = o / L;
         if (a.gate) r *= sigmoid_f(a.gate[(int64_t)t * a.q_tok_stride + (int64_t)h * a.q_head_stride + d]);
