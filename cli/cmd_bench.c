@@ -3,7 +3,7 @@
  *
  *   memra bench -m FILE [--backend cuda|cpu] [--threads N] [--device N]
  *               [--prefill 512,8192] [--depth 0,4096] [--decode-tokens 64]
- *               [--reps N] [--copy-mib N] [--chunk N] [--seed N] [--csv]
+ *               [--reps N] [--copy-mib N] [--chunk N] [--ctx N] [--seed N] [--csv]
  *
  * What it measures, all in one process on one backend:
  *
@@ -59,6 +59,7 @@ typedef struct bench_opts {
     int reps;
     int64_t copy_mib; /* 0: by backend */
     int32_t chunk;
+    int32_t ctx; /* --ctx: the context the state is sized for, at least the longest run (0: that) */
     uint64_t seed;
     int csv;
     int profile;
@@ -387,7 +388,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: memra bench -m FILE [--backend cuda|cpu] [--threads N] [--device N]\n"
             "                   [--prefill 512,8192] [--depth 0,4096] [--decode-tokens 64] [--reps N]\n"
-            "                   [--copy-mib N] [--chunk N] [--seed N] [--csv] [--profile]\n"
+            "                   [--copy-mib N] [--chunk N] [--ctx N] [--seed N] [--csv] [--profile]\n"
             "\n"
             "Measures the backend's copy bandwidth (the ceiling), prefill tok/s for each length and\n"
             "batch-1 decode tok/s at each depth, with the bytes a decode step must read and the\n"
@@ -401,6 +402,8 @@ static void usage(FILE *f) {
             "  --reps N          prefill repetitions, median taken (default 3; the copy runs 3N)\n"
             "  --copy-mib N      copy size (default 2048 on CUDA, 256 on the CPU)\n"
             "  --chunk N         prefill batch size (default 512, capped by the longest run)\n"
+            "  --ctx N           context the sequence state is sized for (default: the longest run);\n"
+            "                    a server's is the model's, and attention's decode grid grows with it\n"
             "  --seed N          token id seed (default 1)\n"
             "  --threads N       CPU threads (default: all)\n"
             "  --device N        CUDA device (default 0)\n"
@@ -451,6 +454,9 @@ static int parse(bench_opts *o, int argc, char **argv) {
         } else if (!strcmp(a, "--chunk") && has) {
             o->chunk = atoi(v);
             if (o->chunk < 1 || o->chunk > (1 << 16)) goto bad;
+        } else if (!strcmp(a, "--ctx") && has) {
+            o->ctx = atoi(v);
+            if (o->ctx < 1 || o->ctx > (1 << 24)) goto bad;
         } else if (!strcmp(a, "--seed") && has) {
             o->seed = strtoull(v, NULL, 10);
         } else if (!strcmp(a, "--profile")) {
@@ -518,6 +524,7 @@ int memra_cmd_bench(int argc, char **argv) {
     t_load = now_s() - t_load;
     int32_t max_pf = max_of(o->prefill, o->n_prefill), max_dp = max_of(o->depth, o->n_depth);
     int32_t n_ctx = max_pf > max_dp + o->decode_tokens ? max_pf : max_dp + o->decode_tokens;
+    if (o->ctx > n_ctx) n_ctx = o->ctx;
     int32_t longest = max_pf > max_dp ? max_pf : max_dp;
     if (o->chunk > longest) o->chunk = longest > 0 ? longest : 1;
     if (s == MEMRA_OK) s = memra_state_init(B.m, 1, n_ctx, o->chunk, 1, &B.st, &err);

@@ -98,11 +98,12 @@ def close(a, b, rel=1e-4):
     return abs(a - b) <= rel * max(abs(a), abs(b), 1.0)
 
 
-def test_bench(model, prefill, depths, n_dec):
+def test_bench(model, prefill, depths, n_dec, extra=()):
+    """extra: more bench arguments (--ctx: a larger context changes no row's bytes)"""
     path = os.path.join(DATA, model)
     rc, out, err = run("bench", "-m", path, "--backend", "cpu", "--threads", "2", "--prefill",
                        ",".join(map(str, prefill)), "--depth", ",".join(map(str, depths)), "--decode-tokens",
-                       str(n_dec), "--reps", "2", "--copy-mib", "16", "--chunk", "16", "--csv")
+                       str(n_dec), "--reps", "2", "--copy-mib", "16", "--chunk", "16", "--csv", *extra)
     check(rc == 0, f"{model}: bench exit {rc}: {err[-500:]}")
     lines = out.strip().splitlines()
     check(len(lines) > 1 and lines[0].startswith("model,backend,metric,value,unit,ceiling_gbps,fraction"),
@@ -155,6 +156,8 @@ def test_usage():
     check(rc == 2, f"bench --prefill 12,x: exit {rc}")
     rc, _, _ = run("bench", "-m", os.path.join(DATA, "tiny-dense.bf16.gguf"), "--backend", "tpu")
     check(rc == 2, f"bench --backend tpu: exit {rc}")
+    rc, _, _ = run("bench", "-m", os.path.join(DATA, "tiny-dense.bf16.gguf"), "--ctx", "0")
+    check(rc == 2, f"bench --ctx 0: exit {rc}")
     rc, _, err = run("bench", "-m", os.path.join(DATA, "missing.gguf"), "--backend", "cpu")
     check(rc == 1 and "missing.gguf" in err, f"bench on a missing file: exit {rc}, {err.strip()[:200]}")
 
@@ -216,6 +219,7 @@ def main():
     test_usage()
     test_bench("tiny-dense.bf16.gguf", [8, 40], [0, 24], 6)
     test_bench("tiny-moe.bf16.gguf", [20], [0, 5], 4)
+    test_bench("tiny-dense.bf16.gguf", [8], [0, 24], 4, ["--ctx", "300"])
     test_gate()
     test_ablate()
     print(f"test_bench: {passed} passed, {failed} failed")
