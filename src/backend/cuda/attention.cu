@@ -240,14 +240,15 @@ __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
     float *qs = sm;          /* [G][HD] */
     float *sc = sm + G * HD; /* [G][ATT_SPLIT] scores, then weights */
     __shared__ float stat_m[G], stat_l[G];
-    const int kvh = blockIdx.y, t = blockIdx.z;
+    /* head group hg: q heads hg G .. hg G + G - 1, of kv head kvh (a.G / G groups a kv head) */
+    const int hg = blockIdx.y, kvh = hg / (a.G / G), t = blockIdx.z;
     int p = a.pos[t];
     if (p >= a.n_ctx) p = a.n_ctx - 1;
     if ((int)blockIdx.x * ATT_SPLIT > p) return;
     const int64_t kv_dim = (int64_t)a.n_kv * HD;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 
-    att_stage_q(a, qs, G, HD, kvh, t);
+    att_stage_q(a, qs, G, HD, hg, t);
     __syncthreads();
 
     for (int sp = blockIdx.x; sp * ATT_SPLIT <= p; sp += gridDim.x) {
@@ -318,7 +319,7 @@ __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
             }
 #pragma unroll
             for (int gq = 0; gq < G; gq++) {
-                float *pp = att_part(a, t, kvh, G, gq, sp, HD);
+                float *pp = att_part(a, t, hg, G, gq, sp, HD);
                 pp[2 + d] = acc[gq];
                 if (d == 0) pp[0] = stat_m[gq], pp[1] = stat_l[gq];
             }
@@ -327,11 +328,38 @@ __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
     }
 }
 
+/* The q heads a k_att_dec block takes (a divisor of G): 4 where G is a multiple of 4 (35B-A3B's 8 and
+ * 122B-A10B's 16 are two and four blocks a kv head), else G (27B's 6); MEMRA_ATT_GB=N asks for N where it
+ * divides G and has an instance (2, 3, 4, 6, 8, 16). Every score, stat and o element is a head's own
+ * computation (warp_scatter_sum gives each slot warp_sum's bits wherever it sits), so the head split moves no
+ * bit (logits cmp-equal); it gives a kv head's split more blocks, hence more warps in flight (35B-A3B: 130
+ * blocks of 167 registers at depth 4096, one an SM, before; 260 of 128 now, two an SM). H100, decode tok/s,
+ * two interleaved rounds in one binary (bench/results/2026-12-07e-h100.md, run 10): 35b-a3b depth 0 469.1 /
+ * 468.1 (MEMRA_ATT_GB=8, the old layout) -> 473.6 / 472.3 (+0.9%), depth 4096 440.3 / 440.0 -> 441.9 / 440.9;
+ * smaller groups where the grid then needs two waves lost (9b GB 2: -1.3% at depth 4096, 27b GB 3: -1%).
+ * 122B-A10B's four groups are not measured. */
+static int att_dec_gb(int G) {
+    static int want = -1;
+    if (want < 0) {
+        const char *e = getenv("MEMRA_ATT_GB");
+        want = e ? atoi(e) : 0;
+    }
+    const bool inst = want == 2 || want == 3 || want == 4 || want == 6 || want == 8 || want == 16;
+    if (inst && G % want == 0) return want;
+    return G % 4 == 0 ? 4 : G;
+}
+
 /* k_att_dec for a's shape when there is one (hd 256: every Qwen3.5 model;
- * G = 4: 0.8B, 9B; 6: 27B; 8: 35B-A3B; 16: 122B-A10B); false otherwise. */
-static bool att_dec_launch(const att_args &a, dim3 grid, size_t shm, cudaStream_t s) {
-    if (a.hd != 256) return false;
-    switch (a.G) {
+ * G = 4: 0.8B, 9B; 6: 27B; 8: 35B-A3B; 16: 122B-A10B); false otherwise.
+ * grid: (splits, n_kv, tokens); its y grows by the head groups. */
+static bool att_dec_launch(const att_args &a, dim3 grid, cudaStream_t s) {
+    if (a.hd != 256 || a.G > ATT_MAX_G) return false;
+    const int gb = att_dec_gb(a.G);
+    grid.y *= (unsigned)(a.G / gb);
+    const size_t shm = (size_t)gb * (size_t)(a.hd + ATT_SPLIT) * sizeof(float);
+    switch (gb) {
+    case 2: cuda_launch(k_att_dec<2, 256>, grid, 256, shm, s, a); return true;
+    case 3: cuda_launch(k_att_dec<3, 256>, grid, 256, shm, s, a); return true;
     case 4: cuda_launch(k_att_dec<4, 256>, grid, 256, shm, s, a); return true;
     case 6: cuda_launch(k_att_dec<6, 256>, grid, 256, shm, s, a); return true;
     case 8: cuda_launch(k_att_dec<8, 256>, grid, 256, shm, s, a); return true;
@@ -670,7 +698,7 @@ memra_status cuda_op_attention(memra_backend *be, const memra_batch *b, const fl
             const int gmax = ATT_BLOCKS / n_kv > 1 ? ATT_BLOCKS / n_kv : 1;
             const unsigned gx = (unsigned)(a.max_splits < gmax ? a.max_splits : gmax);
             const dim3 grid(gx, (unsigned)n_kv, (unsigned)n);
-            if (!env_on("MEMRA_ATT_DEC", &dec_on) || !att_dec_launch(a, grid, shm, c->stream))
+            if (!env_on("MEMRA_ATT_DEC", &dec_on) || !att_dec_launch(a, grid, c->stream))
                 cuda_launch(k_att_split, grid, 256, shm, c->stream, a);
         }
         st = CUDA_LAUNCHED(be, "attention: split kernel");
