@@ -227,9 +227,11 @@ __device__ __forceinline__ void warp_scatter_sum(float (&v)[N]) {
     }
 }
 
-/* Launch contract: k_att_split's, with G = a.G and HD = a.hd. Warp w takes
- * the positions w + 8 j (j < 8) of a split in 8 / PP passes of PP; thread
- * d < HD owns dim d of the values. */
+/* Launch contract: k_att_split's, with HD = a.hd, G a divisor of a.G (the q
+ * heads a block takes: att_dec_gb), grid.y n_kv a.G / G and G (hd +
+ * ATT_SPLIT) floats of dynamic shared memory; block (x, hg, t) takes q
+ * heads hg G .. hg G + G - 1. Warp w takes the positions w + 8 j (j < 8) of
+ * a split in 8 / PP passes of PP; thread d < HD owns dim d of the values. */
 template <int G, int HD>
 __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
     pdl_start();
@@ -304,7 +306,8 @@ __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
             const float *vr = a.vc + base + d;
             /* the split's V rows VB at a time, all in flight (one round trip for the whole split at G <= 4,
              * two at G <= 8; it was four), then added in order. VB by the registers: the K pass sets them
-             * (ptxas: 128 at G 4, 127 at G 6, 167 at G 8, 113 at G 16), and G = 16 spilled at VB = 64. */
+             * (ptxas: 110 / 103 / 128 / 128 / 167 / 127 at G 2 / 3 / 4 / 6 / 8 / 16), and G = 16 spilled
+             * at VB = 64. */
             constexpr int VB = G <= 4 ? 64 : G <= 8 ? 32 : 16;
 #pragma unroll 1
             for (int c = 0; c < ns; c += VB) {
