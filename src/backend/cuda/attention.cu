@@ -228,7 +228,7 @@ __device__ __forceinline__ void warp_scatter_sum(float (&v)[N]) {
 }
 
 /* Launch contract: k_att_split's, with HD = a.hd, G a divisor of a.G (the q
- * heads a block takes: att_dec_gb), grid.y n_kv a.G / G and G (hd +
+ * heads a block takes: att_dec_launch), grid.y n_kv a.G / G and G (hd +
  * ATT_SPLIT) floats of dynamic shared memory; block (x, hg, t) takes q
  * heads hg G .. hg G + G - 1. Warp w takes the positions w + 8 j (j < 8) of
  * a split in 8 / PP passes of PP; thread d < HD owns dim d of the values. */
@@ -331,33 +331,9 @@ __global__ void __launch_bounds__(256) k_att_dec(att_args a) {
     }
 }
 
-/* The q heads a k_att_dec block takes (a divisor of G): 4 where G is a multiple of 4 (35B-A3B's 8 and
- * 122B-A10B's 16 are two and four blocks a kv head), else G (27B's 6); MEMRA_ATT_GB=N asks for N where it
- * divides G and has an instance (2, 3, 4, 6, 8, 16). Every score, stat and o element is a head's own
- * computation (warp_scatter_sum gives each slot warp_sum's bits wherever it sits), so the head split moves no
- * bit (logits cmp-equal); it gives a kv head's split more blocks, hence more warps in flight (35B-A3B: 130
- * blocks of 167 registers at depth 4096, one an SM, before; 260 of 128 now, two an SM). H100, decode tok/s,
- * two interleaved rounds in one binary (bench/results/2026-12-07e-h100.md, run 10): 35b-a3b depth 0 469.1 /
- * 468.1 (MEMRA_ATT_GB=8, the old layout) -> 473.6 / 472.3 (+0.9%), depth 4096 440.3 / 440.0 -> 441.9 / 440.9;
- * smaller groups where the grid then needs two waves lost (9b GB 2: -1.3% at depth 4096, 27b GB 3: -1%).
- * 122B-A10B's four groups are not measured. */
-static int att_dec_gb(int G) {
-    static int want = -1;
-    if (want < 0) {
-        const char *e = getenv("MEMRA_ATT_GB");
-        want = e ? atoi(e) : 0;
-    }
-    const bool inst = want == 2 || want == 3 || want == 4 || want == 6 || want == 8 || want == 16;
-    if (inst && G % want == 0) return want;
-    return G % 4 == 0 ? 4 : G;
-}
-
-/* k_att_dec for a's shape when there is one (hd 256: every Qwen3.5 model;
- * G = 4: 0.8B, 9B; 6: 27B; 8: 35B-A3B; 16: 122B-A10B); false otherwise.
- * grid: (splits, n_kv, tokens); its y grows by the head groups. */
-static bool att_dec_launch(const att_args &a, dim3 grid, cudaStream_t s) {
-    if (a.hd != 256 || a.G > ATT_MAX_G) return false;
-    const int gb = att_dec_gb(a.G);
+/* k_att_dec with gb of a kv head's q heads a block (gb divides a.G), where it has an instance; grid: (splits,
+ * n_kv, tokens), its y grown here by the head groups. */
+static bool att_dec_go(int gb, const att_args &a, dim3 grid, cudaStream_t s) {
     grid.y *= (unsigned)(a.G / gb);
     const size_t shm = (size_t)gb * (size_t)(a.hd + ATT_SPLIT) * sizeof(float);
     switch (gb) {
@@ -369,6 +345,29 @@ static bool att_dec_launch(const att_args &a, dim3 grid, cudaStream_t s) {
     case 16: cuda_launch(k_att_dec<16, 256>, grid, 256, shm, s, a); return true;
     default: return false;
     }
+}
+
+/* k_att_dec for a's shape when there is one (hd 256: every Qwen3.5 model;
+ * G = 4: 0.8B, 9B; 6: 27B; 8: 35B-A3B; 16: 122B-A10B); false otherwise.
+ * A block takes 4 of a kv head's q heads where G is a multiple of 4 (35B-A3B's 8 and 122B-A10B's 16 are two
+ * and four blocks a kv head), else G (27B's 6); MEMRA_ATT_GB=N asks for N where it divides G and att_dec_go
+ * has an instance. Every score, stat and o element is a head's own computation (warp_scatter_sum gives each
+ * slot warp_sum's bits wherever it sits), so the head split moves no bit (logits cmp-equal); it gives a kv
+ * head's split more blocks, hence more warps in flight (35B-A3B: 130 blocks of 167 registers at depth 4096,
+ * one an SM, before; 260 of 128 now, two an SM). H100, decode tok/s, two interleaved rounds in one binary
+ * (bench/results/2026-12-07e-h100.md, run 10): 35b-a3b depth 0 469.1 / 468.1 (MEMRA_ATT_GB=8, the old layout)
+ * -> 473.6 / 472.3 (+0.9%), depth 4096 440.3 / 440.0 -> 441.9 / 440.9; smaller groups where the grid then
+ * needs two waves lost (9b GB 2: -1.3% at depth 4096, 27b GB 3: -1%). 122B-A10B's four groups are not
+ * measured. */
+static bool att_dec_launch(const att_args &a, dim3 grid, cudaStream_t s) {
+    if (a.hd != 256 || a.G > ATT_MAX_G) return false;
+    static int want = -1;
+    if (want < 0) {
+        const char *e = getenv("MEMRA_ATT_GB");
+        want = e && atoi(e) > 0 ? atoi(e) : 0;
+    }
+    if (want && a.G % want == 0 && att_dec_go(want, a, grid, s)) return true;
+    return att_dec_go(a.G % 4 == 0 ? 4 : a.G, a, grid, s);
 }
 
 /* Phase 2. Launch contract: grid (n_head, Tc), block 256; thread i owns dims
