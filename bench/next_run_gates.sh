@@ -1,8 +1,6 @@
 #!/bin/bash
-# The first call of the next session: the gates over every model shape at the tree's head. 2026-12-07e changed
-# k_att_dec (a block takes 4 q heads where G is a multiple of 4) and checked it by logits cmp on 9b, 27b and
-# 35b-a3b and gate model; 122b-a10b's four head groups (G = 16) have only the argument, so gate kernels runs it
-# (its attention rows compare against the CPU, and T = 1 against T = 6 by memcmp), with the other shapes.
+# The gates over every model shape at the tree's head: gate model, then gate kernels on 122b-a10b, 35b-a3b, 27b,
+# 9b and 0.8b, stopping when BUDGET runs short. Run 1 of bench/results/2026-12-07f-h100.md (~80 s, H100).
 #   BUDGET=300 OUT=$OUT bash bench/next_run_gates.sh   (carry .bin .fix; .bin/memra this tree, stripped, xz'd)
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-300}
