@@ -798,6 +798,22 @@ __device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *
     }
 }
 
+/* Every lane's 16-byte chunks of one super-block of a one-tile (TL = 1) tile-major tile into slot: the
+ * tile's SBB-byte run at hb[0] + so, or, for a swiglu pair (halves), the 8 gate rows' half run at hb[0] + so
+ * and the same up rows' at hb[1] + so. k_mmvq_tm's and k_mmvq_tp's ring fill. */
+template <int SBB>
+__device__ __forceinline__ void mmvq_tm_copy1(uint8_t *slot, const uint8_t *const (&hb)[2], int64_t so, bool halves,
+                                              int lane) {
+    if (halves) {
+        for (int c = lane; c < SBB / 16; c += 32) {
+            const bool h = c >= SBB / 32;
+            mmv_cp16(slot + 16 * c, (h ? hb[1] : hb[0]) + so + 16 * (h ? c - SBB / 32 : c));
+        }
+        return;
+    }
+    for (int c = lane; c < SBB / 16; c += 32) mmv_cp16(slot + 16 * c, hb[0] + so + 16 * c);
+}
+
 /* A warp's cp.async ring of D slots over its n super-blocks (relative
  * index i; issue(i) has every lane copy its chunks of the i-th into slot i %
  * D): mmvq_ring_start puts 0 .. D - 2 in flight (one commit group each,
@@ -845,15 +861,8 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
     auto issue = [&](int i) {
         const int64_t so = (int64_t)(sb0 + i) * SBB;
         uint8_t *slot = ring + (i % D) * (TL * SBB);
-        if (halves) {
-            for (int c = lane; c < SBB / 16; c += 32) {
-                const bool h = c >= SBB / 32;
-                mmv_cp16(slot + 16 * c, (h ? hb[0][1] : hb[0][0]) + so + 16 * (h ? c - SBB / 32 : c));
-            }
-            return;
-        }
         if constexpr (TL == 1) {
-            for (int c = lane; c < SBB / 16; c += 32) mmv_cp16(slot + 16 * c, hb[0][0] + so + 16 * c);
+            mmvq_tm_copy1<SBB>(slot, hb[0], so, halves, lane);
         } else {
             int l = lane;
             /* opaque to the compiler, which otherwise keeps the chunk addresses over the loop (spills) */
@@ -930,15 +939,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 2) k_mmvq_tp(mmv_args a, cons
         const uint8_t *hb[1][2];
         mmvq_tm_tiles<1, TYPE>(a, hb, b0 + j * G);
         const int64_t so = (int64_t)(sb0 + i - j * n) * SBB;
-        uint8_t *slot = ring + (i % D) * SBB;
-        if (a.swiglu) {
-            for (int c = lane; c < SBB / 16; c += 32) {
-                const bool h = c >= SBB / 32;
-                mmv_cp16(slot + 16 * c, (h ? hb[0][1] : hb[0][0]) + so + 16 * (h ? c - SBB / 32 : c));
-            }
-            return;
-        }
-        for (int c = lane; c < SBB / 16; c += 32) mmv_cp16(slot + 16 * c, hb[0][0] + so + 16 * c);
+        mmvq_tm_copy1<SBB>(ring + (i % D) * SBB, hb[0], so, a.swiglu, lane);
     };
     mmvq_ring_start<D>(issue, total); /* before the wait for the prep */
     pdl_start();
