@@ -209,9 +209,22 @@ static __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restric
     mmvq_prep_sb(u0, u1, w0, w1, nw != nullptr, inv, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts);
 }
 
+/* MEMRA_DIAG_NOPREP (a timing diagnostic, WRONG RESULTS: the matvecs read stale planes): 1 launches no prep
+ * without a norm (those after swiglu, GDN, attention), 2 no prep at all. What fusing the prep into its
+ * producer could save at most. */
+static inline int mmvq_diag_noprep(void) {
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("MEMRA_DIAG_NOPREP");
+        mode = e ? atoi(e) : 0;
+    }
+    return mode;
+}
+
 /* k_mmvq_prep's launch for T tokens of rows of `in` */
 static inline void mmvq_prep_launch(const float *x, const float *nw, float eps, int64_t in, int T, uint8_t *buf,
                                     cudaStream_t s) {
+    if (mmvq_diag_noprep() >= (nw ? 2 : 1)) return;
     cuda_launch(k_mmvq_prep, dim3((unsigned)((in / 256 + 7) / 8), (unsigned)T), 256, 0, s, x, nw, eps, in, T, buf);
 }
 
@@ -814,6 +827,41 @@ __device__ __forceinline__ void mmvq_tm_copy1(uint8_t *slot, const uint8_t *cons
     for (int c = lane; c < SBB / 16; c += 32) mmv_cp16(slot + 16 * c, hb[0] + so + 16 * c);
 }
 
+/* ---- the next matvec's prep in a swiglu launch's tail (MEMRA_MMVQ_FUSE, opt-in) ----
+ *
+ * What: a T <= 2, TL = 1 swiglu launch of k_mmvq_tm or k_mmvq_tp with a.pbuf set also converts its output into
+ * the planes that k_mmvq_prep would make of it without a norm (ffn_down's input), into a.pbuf. Each block, once
+ * its 8 outputs are stored, counts itself on its super-block's counter; the 32nd block of a super-block reads
+ * the super-block's 256 outputs of every token back from L2 and converts them by mmvq_prep_sb, the prep's own
+ * arithmetic on the same floats (so the planes, and ffn_down's rows, have their bits), then zeroes the counter
+ * for the next launch. matmul.cu's ffn_down matmul then launches no prep: it reads a.pbuf (cuda_impl.mq2).
+ * Why: a decode step is ~300 launches, and a launch boundary with PDL costs ~2.5 us whatever the kernel does
+ * (2026-12-06g, chain_lab: a prep + matvec pair of one tile 5.1 us). The prep after swiglu needs nothing but
+ * swiglu's output, super-block by super-block, so it can ride on swiglu's last blocks instead of costing a
+ * launch and a grid-wide wait of its own.
+ * Contract: every thread of the block calls it after mmvq_finish (row0: the block's first output row, 8 rows);
+ * n_out[0] % 256 == 0, n_out[0] / 256 <= CUDA_MQ_CNT, mmvq_buf_bytes(T, n_out[0] / 256) <= CUDA_MQ2_BYTES. */
+__device__ __forceinline__ void mmvq_out_prep(const mmv_args &a, int64_t row0) {
+    __shared__ int last;
+    const int64_t n = a.n_out[0];
+    const int nsb = (int)(n / 256), sb = (int)(row0 / 256);
+    __threadfence(); /* this thread's outputs, before the count */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(a.pcnt + sb, 1) == 256 / 8 - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence(); /* the other blocks' outputs, after their counts */
+    const int lane = threadIdx.x & 31;
+    float *S = (float *)(a.pbuf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
+    for (int tk = threadIdx.x >> 5; tk < a.T; tk += blockDim.x >> 5) {
+        const float4 *xr = (const float4 *)(a.y[0] + tk * n + (int64_t)sb * 256 + 8 * lane);
+        const float4 u0 = __ldcg(xr), u1 = __ldcg(xr + 1), z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const size_t ts = (size_t)tk * nsb + sb;
+        mmvq_prep_sb(u0, u1, z, z, false, 1.0f, lane, a.pbuf + ts * MQ_SB_B, S + ts * 8, sinv + ts);
+    }
+    if (threadIdx.x == 0) a.pcnt[sb] = 0;
+}
+
 /* A warp's cp.async ring of D slots over its n super-blocks (relative
  * index i; issue(i) has every lane copy its chunks of the i-th into slot i %
  * D): mmvq_ring_start puts 0 .. D - 2 in flight (one commit group each,
@@ -898,6 +946,8 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
     const int wi = mmvq_tile_rows<TL>(a, rbase, nrow);
     mmvq_finish<NP, TL>(acc, (float *)(mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, TL, SBB)), a, wi, rbase, nrow,
                         nullptr);
+    if constexpr (TL == 1)
+        if (a.pbuf) mmvq_out_prep(a, rbase[0]);
 }
 
 /* ---- k_mmvq_tp: k_mmvq_tm on a capped grid, each block walking several tiles ----
@@ -964,6 +1014,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 2) k_mmvq_tp(mmv_args a, cons
          * passed tile j's barrier, which every writer of tile j + 1's (that buffer) has passed */
         float *part = part0 + (j & 1) * mmvq_tp_part_floats(ks);
         mmvq_finish<1, 1>(acc, part, a, wi, rbase, nrow, nullptr);
+        if (a.pbuf) mmvq_out_prep(a, rbase[0]);
     }
 }
 
