@@ -22,33 +22,31 @@ dec() { env "$@" $B bench -m $f --backend cuda --prefill 16 --depth 0 --decode-t
   grep '^decode' | tr -s ' '; }
 TOK=$(python3 -c "import random; random.seed(7)
 print(','.join(str(random.randrange(1000, 150000)) for _ in range(65)))")
-MEMRA_MMVQ_FUSE=1 MEMRA_MMVQ_PT=8 timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix \
-  >$OUT/gm.log 2>&1
-echo "FUSE=1 PT=8 gate model rc=$? $(tail -1 $OUT/gm.log)"
 gk() { local m=$1 tag=$2; shift 2
   env "$@" timeout 90 $B gate kernels --model $m --seed 366 >$OUT/gk-$m-$tag.log 2>&1
   echo "$* gate kernels $m rc=$? $(grep -h 'passed' $OUT/gk-$m-$tag.log | tail -1)"
   grep -h "FAIL\|swiglu->down" $OUT/gk-$m-$tag.log | head -8; }
-gk 9b fuse MEMRA_MMVQ_FUSE=1
-gk 27b fuse MEMRA_MMVQ_FUSE=1
-for m in 9b 27b 35b-a3b; do
-  left 100 || break
+# one model: eval cmp of each switch in $2 against the default, then two rounds of decode@0 over $3
+one() { local m=$1 cmps=$2 vars=$3
   $B mkmodel --preset $m --type q4_k_m --vocab tests/data/tiny-dense.bf16.gguf -o $f >/dev/null 2>&1 || echo mkmodel failed
   $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-0.f32 2>/dev/null
-  for v in MEMRA_MMVQ_FUSE=1 MEMRA_MMVQ_PT=16 MEMRA_MMVQ_PT=8; do
+  for v in $cmps; do
     env $v $B eval -m $f --backend cuda --ctx 256 --tokens $TOK --all -o /tmp/ev-1.f32 2>/dev/null
     cmp /tmp/ev-0.f32 /tmp/ev-1.f32 && echo "$m eval 65 --all: $v cmp-equal to the default"
   done
   for r in 1 2; do
-    left 60 || break
-    echo "$m d0 r$r [default] $(dec)"
-    echo "$m d0 r$r [FUSE=1] $(dec MEMRA_MMVQ_FUSE=1)"
-    for v in 1 2; do echo "$m d0 r$r [NOPREP=$v, wrong results] $(dec MEMRA_DIAG_NOPREP=$v)"; done
-    for w in 16 8 12; do echo "$m d0 r$r [PT=$w] $(dec MEMRA_MMVQ_PT=$w)"; done
+    left 40 || break
+    for v in $vars; do echo "$m d0 r$r [$v] $(dec $v)"; done
   done
-  rm -f $f /tmp/ev-*.f32
-done
-left 40 && gk 9b pt8 MEMRA_MMVQ_PT=8
-left 40 && gk 35b-a3b pt8 MEMRA_MMVQ_PT=8
+  rm -f $f /tmp/ev-*.f32; }
+gk 9b fuse MEMRA_MMVQ_FUSE=1
+left 60 && one 9b "MEMRA_MMVQ_FUSE=1 MEMRA_MMVQ_PT=16 MEMRA_MMVQ_PT=8" \
+  "MEMRA_NONE=0 MEMRA_MMVQ_FUSE=1 MEMRA_DIAG_NOPREP=1 MEMRA_DIAG_NOPREP=2 MEMRA_MMVQ_PT=16 MEMRA_MMVQ_PT=8"
+left 90 && one 27b "MEMRA_MMVQ_FUSE=1" "MEMRA_NONE=0 MEMRA_MMVQ_FUSE=1 MEMRA_DIAG_NOPREP=1"
+left 30 && gk 27b fuse MEMRA_MMVQ_FUSE=1
+left 70 && { MEMRA_MMVQ_FUSE=1 timeout 60 $B gate model --backend cuda --fixtures tests/data --fixtures .fix \
+  >$OUT/gm.log 2>&1; echo "FUSE=1 gate model rc=$? $(tail -1 $OUT/gm.log)"; }
+left 90 && one 35b-a3b "MEMRA_MMVQ_PT=8" "MEMRA_NONE=0 MEMRA_DIAG_NOPREP=1 MEMRA_MMVQ_PT=16 MEMRA_MMVQ_PT=8"
+left 30 && gk 9b pt8 MEMRA_MMVQ_PT=8
 cat $OUT/gk-*.log | gzip >$OUT/gk.log.gz; rm -f $OUT/gk-*.log
 echo "t=$(( $(date +%s) - T0 ))"
