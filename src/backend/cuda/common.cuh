@@ -39,8 +39,6 @@ static inline int env_opt_in(const char *name, int *cache) {
 
 #define GDN_CNT_WORDS 32768 /* gdn.cu's arrival counters per backend */
 #define CUDA_MQ_BYTES (4u << 20) /* mmvq.cuh's activation planes per backend */
-#define CUDA_MQ2_BYTES (1u << 20) /* mmvq.cuh: the planes a swiglu launch makes of its output (MEMRA_MMVQ_FUSE) */
-#define CUDA_MQ_CNT 1024          /* mmvq.cuh: that launch's arrival counters, one a super-block of its output */
 #define AM_ROWS 64    /* misc.cu: rows of one split-argmax launch */
 #define AM_BLOCKS 128 /* misc.cu: the most blocks a row is split into */
 /* misc.cu's argmax scratch: AM_ROWS arrival counters, then AM_ROWS x AM_BLOCKS (value, index) partials */
@@ -70,13 +68,7 @@ typedef struct cuda_impl {
     int n_retired;
     float *tc_scale;     /* gemm.cu: per-token activation scales of a prefill matmul [tc_scale_n] */
     unsigned *gdn_cnt;   /* gdn.cu: arrival counters [GDN_CNT_WORDS], zero between launches */
-    uint8_t *mq;         /* mmvq.cuh: a matmul's activation planes [CUDA_MQ_BYTES], then mq2 and mq_cnt */
-    uint8_t *mq2;        /* mmvq.cuh: the planes of a swiglu launch's output [CUDA_MQ2_BYTES] (MEMRA_MMVQ_FUSE) */
-    int *mq_cnt;         /* its arrival counters [CUDA_MQ_CNT], zero between launches */
-    const float *mq2_of; /* the rows mq2 holds the planes of (NULL: none), their T and length, and n_checked */
-    int64_t mq2_T, mq2_n; /* when they were made: valid only for the very next op (matmul.cu) */
-    unsigned long mq2_at;
-    unsigned long n_checked; /* cuda_check calls: every launch and CUDA call of an op passes through one */
+    uint8_t *mq;         /* mmvq.cuh: a matmul's activation planes [CUDA_MQ_BYTES] */
     uint8_t *am;         /* misc.cu: argmax counters (zero between launches) and partials [CUDA_AM_BYTES] */
     int64_t tc_scale_n;
     void **tm;       /* cuda.cu: the tile-major weights' device addresses [n_tm], ascending (cuda_weight_tm) */

@@ -23,7 +23,6 @@ memra_status cuda_fail(memra_backend *be, memra_status st, const char *fmt, ...)
 }
 
 memra_status cuda_check(memra_backend *be, cudaError_t e, const char *what) {
-    cuda_of(be)->n_checked++;
     if (e == cudaSuccess) return MEMRA_OK;
     return cuda_fail(be, MEMRA_ERR_DEVICE, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
@@ -530,12 +529,7 @@ extern "C" memra_status memra_backend_cuda_init(memra_backend **out, int device,
     }
     e = cudaMalloc((void **)&c->gdn_cnt, GDN_CNT_WORDS * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMemset(c->gdn_cnt, 0, GDN_CNT_WORDS * sizeof(unsigned));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&c->mq, CUDA_MQ_BYTES + CUDA_MQ2_BYTES + CUDA_MQ_CNT * sizeof(int));
-    if (e == cudaSuccess) {
-        c->mq2 = c->mq + CUDA_MQ_BYTES;
-        c->mq_cnt = (int *)(c->mq2 + CUDA_MQ2_BYTES);
-        e = cudaMemset(c->mq_cnt, 0, CUDA_MQ_CNT * sizeof(int));
-    }
+    if (e == cudaSuccess) e = cudaMalloc((void **)&c->mq, CUDA_MQ_BYTES);
     if (e == cudaSuccess) e = cudaMalloc((void **)&c->am, CUDA_AM_BYTES);
     if (e == cudaSuccess) e = cudaMemset(c->am, 0, CUDA_AM_BYTES);
     if (e != cudaSuccess) {

@@ -184,10 +184,9 @@ static int mmvq_takes(int64_t T, int64_t in) {
  * weights in a, with the input norm when given, on stream st (the
  * backend's, or its side stream for matmul_multi's side branch). prep = 0:
  * the int8 matvec's planes of this x are in cuda_impl.mq already
- * (matmul_multi's shared prep), so only the matvec is launched; buf: where
- * the planes are (cuda_impl.mq unless given: mq2, mmvq_fuse). */
+ * (matmul_multi's shared prep), so only the matvec is launched. */
 static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, const memra_norm *norm,
-                           cudaStream_t st, int prep = 1, uint8_t *buf = nullptr) {
+                           cudaStream_t st, int prep = 1) {
     if (norm) a->nw = (const float *)norm->w->data, a->eps = norm->eps;
     if (a->T >= MM_TC_MIN_T) {
         const uint32_t td = path == 3 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
@@ -205,39 +204,15 @@ static memra_status tc_run(memra_backend *be, int path, mmv_args *a, int n, cons
     cuda_impl *c = cuda_of(be);
     if (path == 5 || mmvq_takes(a->T, a->in)) {
         const uint32_t type = path == 5 ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
-        return cuda_check(be, mmvq_launch(type, *a, buf ? buf : c->mq, st, cuda_sm90, c->sm_count, prep),
+        return cuda_check(be, mmvq_launch(type, *a, c->mq, st, cuda_sm90, c->sm_count, prep),
                           path == 5 ? "matmul: mmvq q6_k" : "matmul: mmvq");
     }
     mmv_launch(*a, st);
     return CUDA_LAUNCHED(be, "matmul: mmv");
 }
 
-/* MEMRA_MMVQ_FUSE=1 (opt-in; the same bits by construction): a T <= 2
- * decode swiglu on the int8 path (TL = 1) also makes the planes of its
- * output (mmvq.cuh mmvq_out_prep, into cuda_impl.mq2), and the matmul that
- * is the very next op, on those rows, launches no prep of its own (ffn_down).
- * mmvq_fuse_mark sets the tag after the swiglu's launch; mmvq_fuse_take
- * returns mq2 where the tag names x, T and the row length and no CUDA call
- * came between (n_checked), and drops the tag either way. */
-static int mmvq_fuse_on(void) {
-    static int on = -1;
-    return env_opt_in("MEMRA_MMVQ_FUSE", &on);
-}
-static void mmvq_fuse_mark(memra_backend *be, const float *out, int64_t T, int64_t n) {
-    cuda_impl *c = cuda_of(be);
-    c->mq2_of = out, c->mq2_T = T, c->mq2_n = n;
-    c->mq2_at = c->n_checked;
-}
-static uint8_t *mmvq_fuse_take(memra_backend *be, const float *x, int64_t T, int64_t in) {
-    cuda_impl *c = cuda_of(be);
-    const bool ok = c->mq2_of && c->mq2_of == x && c->mq2_T == T && c->mq2_n == in && c->mq2_at == c->n_checked;
-    c->mq2_of = NULL;
-    return ok ? c->mq2 : nullptr;
-}
-
 memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const float *x, float *y, int64_t T,
                             int accumulate) {
-    uint8_t *planes = mmvq_fuse_take(be, x, T, w->ne[0]); /* first: the tag is for this op only */
     memra_status st = mm_check(be, w, x, T);
     if (st || T == 0) return st;
     int64_t in = w->ne[0], n_out = w->ne[1];
@@ -250,7 +225,7 @@ memra_status cuda_op_matmul(memra_backend *be, const memra_weight *w, const floa
         a.x = x;
         a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
         a.row_bytes = rb, a.in = in, a.T = (int)T, a.accumulate = accumulate, a.tm = tm;
-        return tc_run(be, path, &a, 1, NULL, cuda_of(be)->stream, planes ? 0 : 1, planes);
+        return tc_run(be, path, &a, 1, NULL, cuda_of(be)->stream);
     }
     mv_multi_args a = {};
     a.W[0] = (const uint8_t *)w->data, a.n_out[0] = n_out, a.y[0] = y;
@@ -479,16 +454,7 @@ memra_status cuda_op_matmul_swiglu(memra_backend *be, const memra_weight *gate, 
         a.W[0] = (const uint8_t *)gate->data, a.W[1] = (const uint8_t *)up->data;
         a.n_out[0] = a.n_out[1] = n, a.y[0] = out;
         a.row_bytes = gate->row_bytes, a.in = in, a.T = (int)T, a.swiglu = 1, a.tm = tm;
-        cuda_impl *c = cuda_of(be);
-        /* the int8 launch (T < 16 there: path 5, or 1 under MEMRA_MMVQ) at TL = 1 on tile-major rows: k_mmvq_tm or
-         * k_mmvq_tp, which take mmvq_out_prep */
-        const bool fuse = mmvq_fuse_on() && T <= 2 && tm && mmvq_tl() == 1 && n % 256 == 0 &&
-                          n / 256 <= CUDA_MQ_CNT && mmvq_buf_bytes((int)T, (int)(n / 256)) <= CUDA_MQ2_BYTES &&
-                          (path == 5 || mmvq_takes(T, in));
-        if (fuse) a.pbuf = c->mq2, a.pcnt = c->mq_cnt;
-        st = tc_run(be, path, &a, 1, norm, c->stream);
-        if (!st && fuse) mmvq_fuse_mark(be, out, T, n);
-        return st;
+        return tc_run(be, path, &a, 1, norm, cuda_of(be)->stream);
     }
     float *xn = NULL;
     if (norm) { /* the other paths: the xn rows first in the workspace, then room for the g and u rows */

@@ -346,8 +346,6 @@ struct mmv_args {
     const float *nw; /* the input norm's weight {in} (memra_norm), NULL: x as is */
     float eps;
     int tm; /* 1: every W is tile-major Q4_K (common.cuh) */
-    uint8_t *pbuf; /* mmvq.cuh k_mmvq_tm / k_mmvq_tp, TL = 1 swiglu: the output's planes here (mmvq_out_prep) */
-    int *pcnt;     /* and its arrival counters; NULL: neither */
 };
 
 /* Launch contract: grid (blk0[4]), block 32 * ks (ks = mmv_ks(in / 256) in

@@ -209,22 +209,9 @@ static __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restric
     mmvq_prep_sb(u0, u1, w0, w1, nw != nullptr, inv, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts);
 }
 
-/* MEMRA_DIAG_NOPREP (a timing diagnostic, WRONG RESULTS: the matvecs read stale planes): 1 launches no prep
- * without a norm (those after swiglu, GDN, attention), 2 no prep at all. What fusing the prep into its
- * producer could save at most. */
-static inline int mmvq_diag_noprep(void) {
-    static int mode = -1;
-    if (mode < 0) {
-        const char *e = getenv("MEMRA_DIAG_NOPREP");
-        mode = e ? atoi(e) : 0;
-    }
-    return mode;
-}
-
 /* k_mmvq_prep's launch for T tokens of rows of `in` */
 static inline void mmvq_prep_launch(const float *x, const float *nw, float eps, int64_t in, int T, uint8_t *buf,
                                     cudaStream_t s) {
-    if (mmvq_diag_noprep() >= (nw ? 2 : 1)) return;
     cuda_launch(k_mmvq_prep, dim3((unsigned)((in / 256 + 7) / 8), (unsigned)T), 256, 0, s, x, nw, eps, in, T, buf);
 }
 
@@ -768,18 +755,15 @@ static inline size_t mmvq_tm_smem_bytes(int d, int np, int tl, int ks, int sbb =
 }
 
 /* The block's tiles as mmvq_tiles sets them (rbase, nrow, the return
- * value), without the row pointers; b: the block (k_mmvq_tp: the tile
- * it walks), blockIdx.x unless given. */
+ * value), without the row pointers. */
 template <int TL>
-__device__ __forceinline__ int mmvq_tile_rows(const mmv_args &a, int64_t (&rbase)[TL], int64_t (&nrow)[TL],
-                                              int b = -1) {
-    if (b < 0) b = (int)blockIdx.x;
+__device__ __forceinline__ int mmvq_tile_rows(const mmv_args &a, int64_t (&rbase)[TL], int64_t (&nrow)[TL]) {
     if (TL == 1 && a.swiglu) {
-        rbase[0] = (int64_t)(b - a.blk0[0]) * 8, nrow[0] = a.n_out[0];
+        rbase[0] = (int64_t)((int)blockIdx.x - a.blk0[0]) * 8, nrow[0] = a.n_out[0];
         return 0;
     }
-    const int wi = cuda_blk_owner(a.blk0, b);
-    const int64_t tile0 = (int64_t)(b - a.blk0[wi]) * (a.swiglu ? 16 : 16 * TL);
+    const int wi = cuda_blk_owner(a.blk0, (int)blockIdx.x);
+    const int64_t tile0 = (int64_t)((int)blockIdx.x - a.blk0[wi]) * (a.swiglu ? 16 : 16 * TL);
 #pragma unroll
     for (int tl = 0; tl < TL; tl++) {
         rbase[tl] = a.swiglu ? tile0 : tile0 + 16 * tl;
@@ -795,9 +779,9 @@ __device__ __forceinline__ int mmvq_tile_rows(const mmv_args &a, int64_t (&rbase
  * 0 = gate rows 8 b .. 8 b + 7, half 1 = the same up rows. Needs n_out % 16
  * == 0 (c_weight_load's rule). */
 template <int TL, int TYPE = MEMRA_TYPE_Q4_K>
-__device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *(&hb)[TL][2], int b = -1) {
+__device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *(&hb)[TL][2]) {
     int64_t rbase[TL], nrow[TL];
-    const int wi = mmvq_tile_rows<TL>(a, rbase, nrow, b);
+    const int wi = mmvq_tile_rows<TL>(a, rbase, nrow);
     if (TL == 1 && a.swiglu) {
         hb[0][0] = a.W[0] + tm_row_off(TYPE, a.row_bytes, rbase[0], true);
         hb[0][1] = a.W[1] + tm_row_off(TYPE, a.row_bytes, rbase[0], true);
@@ -809,57 +793,6 @@ __device__ __forceinline__ void mmvq_tm_tiles(const mmv_args &a, const uint8_t *
         hb[tl][0] = a.W[a.swiglu ? tl : wi] + tm_row_off(TYPE, a.row_bytes, r, true);
         hb[tl][1] = hb[tl][0] + 8 * tm_bb(TYPE);
     }
-}
-
-/* Every lane's 16-byte chunks of one super-block of a one-tile (TL = 1) tile-major tile into slot: the
- * tile's SBB-byte run at hb[0] + so, or, for a swiglu pair (halves), the 8 gate rows' half run at hb[0] + so
- * and the same up rows' at hb[1] + so. k_mmvq_tm's and k_mmvq_tp's ring fill. */
-template <int SBB>
-__device__ __forceinline__ void mmvq_tm_copy1(uint8_t *slot, const uint8_t *const (&hb)[2], int64_t so, bool halves,
-                                              int lane) {
-    if (halves) {
-        for (int c = lane; c < SBB / 16; c += 32) {
-            const bool h = c >= SBB / 32;
-            mmv_cp16(slot + 16 * c, (h ? hb[1] : hb[0]) + so + 16 * (h ? c - SBB / 32 : c));
-        }
-        return;
-    }
-    for (int c = lane; c < SBB / 16; c += 32) mmv_cp16(slot + 16 * c, hb[0] + so + 16 * c);
-}
-
-/* ---- the next matvec's prep in a swiglu launch's tail (MEMRA_MMVQ_FUSE, opt-in) ----
- *
- * What: a T <= 2, TL = 1 swiglu launch of k_mmvq_tm or k_mmvq_tp with a.pbuf set also converts its output into
- * the planes that k_mmvq_prep would make of it without a norm (ffn_down's input), into a.pbuf. Each block, once
- * its 8 outputs are stored, counts itself on its super-block's counter; the 32nd block of a super-block reads
- * the super-block's 256 outputs of every token back from L2 and converts them by mmvq_prep_sb, the prep's own
- * arithmetic on the same floats (so the planes, and ffn_down's rows, have their bits), then zeroes the counter
- * for the next launch. matmul.cu's ffn_down matmul then launches no prep: it reads a.pbuf (cuda_impl.mq2).
- * Why: a decode step is ~300 launches, and a launch boundary with PDL costs ~2.5 us whatever the kernel does
- * (2026-12-06g, chain_lab: a prep + matvec pair of one tile 5.1 us). The prep after swiglu needs nothing but
- * swiglu's output, super-block by super-block, so it can ride on swiglu's last blocks instead of costing a
- * launch and a grid-wide wait of its own.
- * Contract: every thread of the block calls it after mmvq_finish (row0: the block's first output row, 8 rows);
- * n_out[0] % 256 == 0, n_out[0] / 256 <= CUDA_MQ_CNT, mmvq_buf_bytes(T, n_out[0] / 256) <= CUDA_MQ2_BYTES. */
-__device__ __forceinline__ void mmvq_out_prep(const mmv_args &a, int64_t row0) {
-    __shared__ int last;
-    const int64_t n = a.n_out[0];
-    const int nsb = (int)(n / 256), sb = (int)(row0 / 256);
-    __threadfence(); /* this thread's outputs, before the count */
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(a.pcnt + sb, 1) == 256 / 8 - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence(); /* the other blocks' outputs, after their counts */
-    const int lane = threadIdx.x & 31;
-    float *S = (float *)(a.pbuf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
-    for (int tk = threadIdx.x >> 5; tk < a.T; tk += blockDim.x >> 5) {
-        const float4 *xr = (const float4 *)(a.y[0] + tk * n + (int64_t)sb * 256 + 8 * lane);
-        const float4 u0 = __ldcg(xr), u1 = __ldcg(xr + 1), z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const size_t ts = (size_t)tk * nsb + sb;
-        mmvq_prep_sb(u0, u1, z, z, false, 1.0f, lane, a.pbuf + ts * MQ_SB_B, S + ts * 8, sinv + ts);
-    }
-    if (threadIdx.x == 0) a.pcnt[sb] = 0;
 }
 
 /* A warp's cp.async ring of D slots over its n super-blocks (relative
@@ -909,8 +842,15 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
     auto issue = [&](int i) {
         const int64_t so = (int64_t)(sb0 + i) * SBB;
         uint8_t *slot = ring + (i % D) * (TL * SBB);
+        if (halves) {
+            for (int c = lane; c < SBB / 16; c += 32) {
+                const bool h = c >= SBB / 32;
+                mmv_cp16(slot + 16 * c, (h ? hb[0][1] : hb[0][0]) + so + 16 * (h ? c - SBB / 32 : c));
+            }
+            return;
+        }
         if constexpr (TL == 1) {
-            mmvq_tm_copy1<SBB>(slot, hb[0], so, halves, lane);
+            for (int c = lane; c < SBB / 16; c += 32) mmv_cp16(slot + 16 * c, hb[0][0] + so + 16 * c);
         } else {
             int l = lane;
             /* opaque to the compiler, which otherwise keeps the chunk addresses over the loop (spills) */
@@ -946,76 +886,6 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
     const int wi = mmvq_tile_rows<TL>(a, rbase, nrow);
     mmvq_finish<NP, TL>(acc, (float *)(mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, TL, SBB)), a, wi, rbase, nrow,
                         nullptr);
-    if constexpr (TL == 1)
-        if (a.pbuf) mmvq_out_prep(a, rbase[0]);
-}
-
-/* ---- k_mmvq_tp: k_mmvq_tm on a capped grid, each block walking several tiles ----
- *
- * What (MEMRA_MMVQ_PT=W, opt-in; written in session 34, NOT YET RUN on a GPU): a T <= 2, TL = 1 launch of
- * k_mmvq_tm's tile-major Q4_K or Q6_K rows on a grid of at most sms x max(1, W / ks) blocks instead of one
- * block a tile. Block b takes tiles b, b + grid, b + 2 grid, ... (the virtual blocks of mmvq_blocks1); each
- * warp's cp.async ring runs over all its tiles' super-blocks, so the next tile's first super-blocks are in
- * flight while a tile's partials are added (mmvq_finish's two halves, the partials in two buffers by tile
- * parity: one barrier a tile). A tile's arithmetic is k_mmvq_tm's: the same K ranges, mmvq_sb per super-block
- * in order, the same sums, so every row has its bits.
- * Why: 2026-12-07f (bench/results/2026-12-07f-h100.md) lost three ways to start work before a wait and
- * reads them as co-residency: with PDL a successor only overlaps where its blocks fit beside the running
- * kernel's, and k_mmvq_tm fills the register file (16 warps at 114-125 registers). W below 16 leaves room; W =
- * 16 keeps k_mmvq_tm's residency and measures the walk alone (one block start a block, the ring unbroken
- * across tiles, against 3-6 waves of blocks on the big matvecs).
- * Launch contract: k_mmvq_tm's for TL = 1 and T <= 2 (NP = 1), grid <= blk0[4], dynamic shared memory
- * mmvq_tp_smem_bytes(D, ks, SBB). */
-__host__ __device__ static constexpr int mmvq_tp_part_floats(int ks) { return ks * 16 * 8; }
-static inline size_t mmvq_tp_smem_bytes(int d, int ks, int sbb) {
-    return (size_t)ks * mmvq_tm_warp_bytes(d, 1, sbb) + 2 * sizeof(float) * (size_t)mmvq_tp_part_floats(ks);
-}
-
-template <int D, int TYPE>
-__global__ void __launch_bounds__(32 * MMV_KS_MAX, 2) k_mmvq_tp(mmv_args a, const uint8_t *__restrict__ buf) {
-    constexpr int SBB = (int)tm_sb_stride(TYPE, true); /* a tile's super-block */
-    using raw = mmvq_raw_t<TYPE>;
-    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][SBB] rings, then 2 x [ks][1][1][16][8] floats */
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
-    const int ks = blockDim.x >> 5, nb = a.blk0[4], G = (int)gridDim.x, b0 = (int)blockIdx.x;
-    const int nt = (nb - b0 + G - 1) / G; /* this block's tiles */
-    const int nsb = (int)(a.in / 256);
-    const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks, n = sb1 - sb0, total = nt * n;
-    uint8_t *ring = mt_sh + (size_t)wp * mmvq_tm_warp_bytes(D, 1, SBB);
-    /* every lane: its 16-byte chunks of the warp's i-th super-block (tile i / n, super-block sb0 + i % n) into
-     * slot i % D, as k_mmvq_tm's issue */
-    auto issue = [&](int i) {
-        const int j = i / n;
-        const uint8_t *hb[1][2];
-        mmvq_tm_tiles<1, TYPE>(a, hb, b0 + j * G);
-        const int64_t so = (int64_t)(sb0 + i - j * n) * SBB;
-        mmvq_tm_copy1<SBB>(ring + (i % D) * SBB, hb[0], so, a.swiglu, lane);
-    };
-    mmvq_ring_start<D>(issue, total); /* before the wait for the prep */
-    pdl_start();
-    const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
-    float *part0 = (float *)(mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, 1, SBB));
-    raw cur[1];
-    int i = 0;
-#pragma unroll 1
-    for (int j = 0; j < nt; j++) {
-        float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
-#pragma unroll 1
-        for (int sb = sb0; sb < sb1; sb++, i++) {
-            mmvq_ring_next<D>(issue, i, total);
-            cur[0].load_sh(ring + (i % D) * SBB, g, t);
-            const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
-            mmvq_sb_raw<1, mmvq_gsrc, 1>(cur, acc, src, a.T, g, t);
-        }
-        if (j == nt - 1) pdl_trigger();
-        int64_t rbase[1], nrow[1];
-        const int wi = mmvq_tile_rows<1>(a, rbase, nrow, b0 + j * G);
-        /* tile j's partials in buffer j & 1: a thread still adding tile j - 1's (buffer (j - 1) & 1) has not
-         * passed tile j's barrier, which every writer of tile j + 1's (that buffer) has passed */
-        float *part = part0 + (j & 1) * mmvq_tp_part_floats(ks);
-        mmvq_finish<1, 1>(acc, part, a, wi, rbase, nrow, nullptr);
-        if (a.pbuf) mmvq_out_prep(a, rbase[0]);
-    }
 }
 
 /* ---- k_mmvq_tm2: k_mmvq_tm with two K ranges a warp ----
@@ -1099,19 +969,19 @@ static inline bool mmvq_tm2_use(uint32_t type, const mmv_args &a, int ks, int sm
     return t_on && a.tm && !a.swiglu && a.T <= 2 && ks == MMV_KS_MAX && a.blk0[4] > 2 * sms;
 }
 
-/* One launch of kernel K (k_mmvq, k_mmvq_tm, k_mmvq_tp: grid blk0[4] unless
- * `grid` is given, block 32 ks, smem bytes; smax: the most any launch of K
- * takes, set once). pdl: with programmatic stream serialization. */
+/* One launch of kernel K (k_mmvq or k_mmvq_tm: grid blk0[4], block 32 ks,
+ * smem bytes; smax: the most any launch of K takes, set once). pdl: with
+ * programmatic stream serialization. */
 template <auto K>
 static cudaError_t mmvq_launch_k(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl, size_t smem,
-                                 size_t smax, unsigned grid = 0) {
+                                 size_t smax) {
     cudaError_t e = cuda_smem_limit<K>((int)smax);
     if (e != cudaSuccess) return e;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid ? grid : (unsigned)a.blk0[4], cfg.blockDim = 32u * (unsigned)ks;
+    cfg.gridDim = (unsigned)a.blk0[4], cfg.blockDim = 32u * (unsigned)ks;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s, cfg.attrs = at, cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, K, a, buf);
@@ -1203,40 +1073,9 @@ static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_
     return true;
 }
 
-/* MEMRA_MMVQ_PT=W (opt-in, read once; a timing switch, the same bits): the T <= 2, TL = 1 launches that
- * would take k_mmvq_tm (the tight forms included, not k_mmvq_tm2's) take k_mmvq_tp on a grid of at most
- * sms x max(1, W / ks) blocks. 0: off. */
-static inline int mmvq_pt_warps(void) {
-    static int w = -1;
-    if (w < 0) {
-        const char *e = getenv("MEMRA_MMVQ_PT");
-        w = e ? atoi(e) : 0;
-        if (w < 0 || w > 64) w = 0;
-    }
-    return w;
-}
-
-template <int TYPE>
-static cudaError_t mmvq_launch_tp(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl, int sms,
-                                  int w) {
-    constexpr int SBB = (int)tm_sb_stride(TYPE, true);
-    const int per = w / ks > 1 ? w / ks : 1;
-    const long cap = (long)sms * per;
-    const unsigned grid = (unsigned)(a.blk0[4] < cap ? a.blk0[4] : cap);
-    const int d = TYPE == MEMRA_TYPE_Q4_K ? mmvq_tm_d((int)(a.in / 256), ks, 1) : MMVQ_TM_D;
-    if (d == 4)
-        return mmvq_launch_k<k_mmvq_tp<4, TYPE>>(a, buf, s, ks, pdl, mmvq_tp_smem_bytes(4, ks, SBB),
-                                                 mmvq_tp_smem_bytes(4, MMV_KS_MAX, SBB), grid);
-    return mmvq_launch_k<k_mmvq_tp<MMVQ_TM_D, TYPE>>(a, buf, s, ks, pdl, mmvq_tp_smem_bytes(MMVQ_TM_D, ks, SBB),
-                                                     mmvq_tp_smem_bytes(MMVQ_TM_D, MMV_KS_MAX, SBB), grid);
-}
-
 template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl,
                                   int sms) {
-    if constexpr (NP == 1 && TL == 1)
-        if (a.tm && mmvq_pt_warps() && a.blk0[4] > 0)
-            return mmvq_launch_tp<TYPE>(a, buf, s, ks, pdl, sms, mmvq_pt_warps());
     if constexpr (NP == 1 && TL == 1)
         if (a.tm && mmvq_tight(ks, TYPE, a.blk0[4], sms)) {
             cudaError_t e;
