@@ -2,7 +2,9 @@
 # MEMRA_DIAG_NOMATH=1 (WRONG RESULTS, timing only; k_mmvq_tm streams its ring and does no arithmetic) against
 # the ring's depth (MEMRA_TM_D=2 or 4 for every TL = 1 launch; the default takes 4 where a warp has 8 or more
 # super-blocks, else 2): whether more bytes in flight would lift the arithmetic-free step. Two rounds, 9b and 27b.
-#   BUDGET=150 OUT=$OUT bash bench/next_run_nomath_d.sh   (carry .bin; .bin/memra this tree, stripped, xz'd)
+# Not run (session 35's device time ran out). Build with the diagnostic first:
+#   git apply bench/results/logs/2026-12-07g-run2-nomath.patch && make -j2 BUILD=build-dev CUDA_ARCH=sm_90a DEPS=.deps
+#   BUDGET=150 OUT=$OUT bash bench/results/logs/2026-12-07g-not-run-nomath-d.sh   (carry .bin: that build, stripped, xz'd)
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-150}
 left() { [ $(( $(date +%s) - T0 )) -lt $(( BUDGET - $1 )) ]; }
