@@ -51,8 +51,14 @@
  * within 2 s traps (a grid that does not fit must not hang the lab). */
 #define CHAIN_SUBMAX 32
 #define CHAIN_CTR (32 * (CHAIN_SUBMAX + 2))
-__device__ __forceinline__ void chain_sync(unsigned *ctr, unsigned &epoch, int nsub) {
-    __syncthreads();
+__device__ __forceinline__ void chain_bar(int nthr) {
+    if (nthr)
+        asm volatile("bar.sync 1, %0;" ::"r"(nthr) : "memory");
+    else
+        __syncthreads();
+}
+__device__ __forceinline__ void chain_sync(unsigned *ctr, unsigned &epoch, int nsub, int nthr = 0) {
+    chain_bar(nthr);
     epoch++;
     if (threadIdx.x == 0) {
         const unsigned b = blockIdx.x, G = gridDim.x, sub = b % (unsigned)nsub;
@@ -75,7 +81,7 @@ __device__ __forceinline__ void chain_sync(unsigned *ctr, unsigned &epoch, int n
             if (t - t0 > 2000000000ull) __trap();
         }
     }
-    __syncthreads();
+    chain_bar(nthr);
 }
 
 /* Launch contract: grid G (resident at once), block 32 ks (ks = mmv_ks(nsb)),
@@ -156,6 +162,135 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
             __syncthreads(); /* part is read before the next tile writes it */
         }
         chain_sync(ctr, epoch, nsub);
+    }
+}
+
+/* ---- stream: the weight stream decoupled from the phases (session 36) ----
+ * What: chain-np's phases with the same tiles, K split, arithmetic and sums
+ * (so memcmp-equal to base), one block an SM of NC consumer warps and one
+ * producer warp. The weights reach shared memory through one block-wide
+ * ring of R tile super-blocks (2,304 bytes each), which the producer's lane
+ * 0 fills by bulk copies in the order the consumers use them, across
+ * phases: it takes no part in the grid barrier and waits only for a free
+ * slot (an mbarrier per slot, full and empty). So HBM keeps streaming
+ * through a phase boundary as long as the ring has room: what a persistent
+ * decode kernel would do. Consumer c takes the block's items (tile ti,
+ * K range r: item ti ks + r) c, c + NC, .. of each phase, in order; an
+ * item's partials go to shared memory, then the consumers add the ranges
+ * in order (mmvq_part_sums) and write y, then the grid barrier among the
+ * consumers (NOBAR: none, so the phases overlap: the streamer's ceiling,
+ * not a valid chain).
+ * Unit q (slot q % R, round q / R) = phase p, the block's tile ti,
+ * super-block sb: q = (p nt + ti) nsb + sb. */
+/* Where mmvq_sb reads the planes from shared memory (the streamer's own prep, PREP = 1) */
+struct mmvq_ssrc {
+    const uint8_t *planes;
+    const float *S, *sinv;
+    size_t nsb, sb;
+    __device__ __forceinline__ const uint4 *limbs(int tok, int limb, int t) const {
+        return (const uint4 *)(planes + (tok * nsb + sb) * MQ_SB_B + limb * 256 + t * 64);
+    }
+    __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
+    __device__ __forceinline__ float sx(int tok) const { return sinv[tok * nsb + sb]; }
+    __device__ __forceinline__ float s(int tok, int j) const { return S[(tok * nsb + sb) * 8 + j]; }
+};
+
+/* PREP = 1 (NC = 8, n_out >= in, no NOBAR): a real chain. Phase p's input is
+ * x (p = 0) or the first `in` outputs of phase p - 1 (ybuf + (p - 1) n_out),
+ * with the norm a.nw; every block converts the whole input into its own
+ * planes in shared memory after the barrier (k_mmvq_prep's sum of squares
+ * over 8 warps and its conversion, so the same planes), and phase p writes
+ * ybuf + p n_out. No grid-wide prep phase, no second barrier. */
+template <int NC, int NOBAR, int PREP = 0>
+__global__ void __launch_bounds__(32 * (NC + 1), 1)
+    k_chain_st(mmv_args a, const uint8_t *const *__restrict__ Wp, int P, const uint8_t *__restrict__ buf,
+               unsigned *ctr, int nsub, int R, float *ybuf) {
+    extern __shared__ __align__(128) uint8_t st_sh[];
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
+    const int nsb = (int)(a.in / 256), ks = mmv_ks(nsb);
+    const int ntile = (int)(a.n_out[0] / 16), G = (int)gridDim.x, b = (int)blockIdx.x;
+    const int nt = b < ntile ? (ntile - 1 - b) / G + 1 : 0, nit = nt * ks;
+    uint8_t *ring = st_sh;
+    float *part = (float *)(st_sh + (size_t)R * Q4K_TM_SB); /* [item][16][8] */
+    const int ntmax = (ntile - 1) / G + 1;
+    uint64_t *bars = (uint64_t *)(part + (size_t)ntmax * ks * 128); /* full[R], empty[R] */
+    uint8_t *pl_sh = (uint8_t *)(bars + 2 * R); /* PREP: [nsb][768] planes, [nsb][8] S, [nsb] 2^-e */
+    float *S_sh = (float *)(pl_sh + (size_t)nsb * MQ_SB_B), *sinv_sh = S_sh + (size_t)nsb * 8;
+    __shared__ float red[8];
+    const uint32_t ring_sa = (uint32_t)__cvta_generic_to_shared(ring);
+    const uint32_t full_sa = (uint32_t)__cvta_generic_to_shared(bars), empty_sa = full_sa + 8 * R;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < 2 * R; i++) mbar_init<1>(full_sa + 8 * i);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (wp == NC) { /* the producer */
+        if (lane == 0) {
+            int64_t q = 0;
+            for (int p = 0; p < P; p++)
+                for (int ti = 0; ti < nt; ti++) {
+                    const uint8_t *src = Wp[p] + (size_t)(b + ti * G) * nsb * Q4K_TM_SB;
+                    for (int sb = 0; sb < nsb; sb++, q++) {
+                        const int slot = (int)(q % R);
+                        mbar_wait(empty_sa + 8 * slot, (uint32_t)((q / R) & 1) ^ 1u);
+                        mbar_expect_tx(full_sa + 8 * slot, Q4K_TM_SB);
+                        bulk_g2s_n<Q4K_TM_SB>(ring_sa + slot * Q4K_TM_SB, src + (size_t)sb * Q4K_TM_SB,
+                                              full_sa + 8 * slot);
+                    }
+                }
+        }
+        return;
+    }
+    const float *S = (const float *)(buf + (size_t)nsb * MQ_SB_B), *sinv = S + (size_t)nsb * 8;
+    unsigned epoch = 0;
+    for (int p = 0; p < P; p++) {
+        if constexpr (PREP) {
+            const float *xp = p ? ybuf + (size_t)(p - 1) * a.n_out[0] : a.x;
+            const float ss = mmvq_prep_part(xp, a.in, threadIdx.x);
+            if (lane == 0) red[wp] = ss;
+            chain_bar(32 * NC);
+            const float inv = mmvq_prep_inv(red, a.in, a.eps);
+            for (int sb = wp; sb < nsb; sb += NC) {
+                const float4 *xq = (const float4 *)(xp + (int64_t)sb * 256 + 8 * lane);
+                const float4 *wq = (const float4 *)(a.nw + (int64_t)sb * 256 + 8 * lane);
+                mmvq_prep_sb(__ldg(xq), __ldg(xq + 1), __ldg(wq), __ldg(wq + 1), true, inv, lane,
+                             pl_sh + (size_t)sb * MQ_SB_B, S_sh + sb * 8, sinv_sh + sb);
+            }
+            chain_bar(32 * NC);
+        }
+        for (int i = wp; i < nit; i += NC) {
+            const int ti = i / ks, r = i % ks, sb0 = r * nsb / ks, sb1 = (r + 1) * nsb / ks;
+            float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
+            mmvq_raw cur[1];
+#pragma unroll 1
+            for (int sb = sb0; sb < sb1; sb++) {
+                const int64_t q = ((int64_t)p * nt + ti) * nsb + sb;
+                const int slot = (int)(q % R);
+                mbar_wait(full_sa + 8 * slot, (uint32_t)((q / R) & 1));
+                cur[0].load_sh(ring + (size_t)slot * Q4K_TM_SB, g, t);
+                __syncwarp();
+                if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty_sa + 8 * slot)
+                                            : "memory");
+                if constexpr (PREP) {
+                    const mmvq_ssrc src{pl_sh, S_sh, sinv_sh, (size_t)nsb, (size_t)sb};
+                    mmvq_sb<1, mmvq_ssrc, 1>(cur, acc, src, 1, g, t);
+                } else {
+                    const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
+                    mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
+                }
+            }
+            mmvq_part_store<1, 1>(acc, part, i);
+        }
+        chain_bar(32 * NC);
+        if (PREP) a.y[0] = ybuf + (size_t)p * a.n_out[0];
+        for (int ti = 0; ti < nt; ti++) {
+            const int64_t rbase[1] = {(int64_t)(b + ti * G) * 16}, nrow[1] = {a.n_out[0]};
+            mmvq_part_sums<1, 1>(part + (size_t)ti * ks * 128, a, 0, rbase, nrow, nullptr, ks);
+        }
+        if (NOBAR)
+            chain_bar(32 * NC); /* part is rewritten by the next phase */
+        else
+            chain_sync(ctr, epoch, nsub, 32 * NC);
     }
 }
 
@@ -267,6 +402,101 @@ int main(int argc, char **argv) {
         printf("%-10s %8.2f us a pair %4.0f%%  == base %s\n", prep ? "chain" : "chain-np", us, pct(us),
                same ? "yes" : "NO");
         cudaEventDestroy(e1), cudaEventDestroy(e2);
+    }
+    /* the streamer: NC consumer warps (CHAIN_NC 4, 8 or 12; default 8), a ring of CHAIN_R slots (64), one block
+     * an SM; stream-nobar: the same without the barrier (phases overlap: not a valid chain, the ceiling) */
+    const int R = getenv("CHAIN_R") ? atoi(getenv("CHAIN_R")) : 64;
+    const int NC = getenv("CHAIN_NC") ? atoi(getenv("CHAIN_NC")) : 8;
+    using skern_t = decltype(&k_chain_st<8, 0>);
+    auto skern = [&](int nobar) -> skern_t {
+        if (NC == 4) return nobar ? k_chain_st<4, 1> : k_chain_st<4, 0>;
+        if (NC == 12) return nobar ? k_chain_st<12, 1> : k_chain_st<12, 0>;
+        return nobar ? k_chain_st<8, 1> : k_chain_st<8, 0>;
+    };
+    const int ntile = (int)(n_out / 16), ntmax = (ntile - 1) / nsm + 1;
+    const size_t ssm = (size_t)R * Q4K_TM_SB + (size_t)ntmax * ks * 512 + 16 * (size_t)R;
+    printf("stream: grid %d x (%d + 1) warps, ring %d x %d bytes, %zu bytes of shared memory\n", nsm, NC, R,
+           Q4K_TM_SB, ssm);
+    for (int nobar = 0; nobar < 2 && ssm <= 232448 && R >= 1; nobar++) {
+        CK(cudaFuncSetAttribute(skern(nobar), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ssm));
+        auto run = [&]() {
+            CK(cudaMemsetAsync(ctr, 0, sizeof(unsigned) * CHAIN_CTR, 0));
+            skern(nobar)<<<nsm, 32 * (NC + 1), ssm, 0>>>(a, dwp, P, pbuf, ctr, nsub, R, nullptr);
+        };
+        CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
+        run();
+        CK(cudaDeviceSynchronize());
+        CK(cudaGetLastError());
+        lab_get(hv, dy, n_out);
+        const bool same = !memcmp(hv, hp, sizeof(float) * n_out);
+        fails += !same;
+        float ms[7];
+        cudaEvent_t e1, e2;
+        CK(cudaEventCreate(&e1));
+        CK(cudaEventCreate(&e2));
+        for (int r = 0; r < 7; r++) {
+            CK(cudaEventRecord(e1, 0));
+            run();
+            CK(cudaEventRecord(e2, 0));
+            CK(cudaEventSynchronize(e2));
+            CK(cudaEventElapsedTime(&ms[r], e1, e2));
+        }
+        CK(cudaGetLastError());
+        qsort(ms, 7, sizeof ms[0], lab_cmp_f);
+        const double us = ms[3] * 1e3 / P;
+        printf("%-12s %8.2f us a pair %4.0f%%  == base %s\n", nobar ? "stream-nobar" : "stream", us, pct(us),
+               same ? "yes" : "NO");
+        cudaEventDestroy(e1), cudaEventDestroy(e2);
+    }
+    /* the real chain (n_out >= in): base pairs whose input is the previous pair's output, against the streamer
+     * with its in-block prep (stream-prep); the last phase's outputs compared */
+    if (n_out >= in && ssm + (size_t)nsb * (MQ_SB_B + 36) <= 232448) {
+        float *yb;
+        CK(cudaMalloc(&yb, sizeof(float) * n_out * P));
+        int k = 0;
+        auto bchain = [&](int, cudaStream_t st) {
+            mmv_args b2 = a;
+            b2.W[0] = ct[k % nct];
+            b2.x = k ? yb + (size_t)(k - 1) * n_out : pb.dx;
+            b2.y[0] = yb + (size_t)k * n_out;
+            CK(mmvq_launch(MEMRA_TYPE_Q4_K, b2, pbuf, st, true, nsm));
+            k = (k + 1) % P;
+        };
+        CK(cudaMemset(yb, 0xFF, sizeof(float) * n_out * P));
+        const double bcu = lab_graph_us(bchain, P, nct);
+        lab_get(hp, yb + (size_t)(P - 1) * n_out, n_out);
+        printf("%-12s %8.2f us a pair %4.0f%%  (pair p's input: pair p - 1's output)\n", "base-chain", bcu, pct(bcu));
+        const size_t psm = ssm + (size_t)nsb * (MQ_SB_B + 36);
+        auto pk = k_chain_st<8, 0, 1>;
+        CK(cudaFuncSetAttribute(pk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psm));
+        auto run = [&]() {
+            CK(cudaMemsetAsync(ctr, 0, sizeof(unsigned) * CHAIN_CTR, 0));
+            pk<<<nsm, 32 * 9, psm, 0>>>(a, dwp, P, pbuf, ctr, nsub, R, yb);
+        };
+        CK(cudaMemset(yb, 0xFF, sizeof(float) * n_out * P));
+        run();
+        CK(cudaDeviceSynchronize());
+        CK(cudaGetLastError());
+        lab_get(hv, yb + (size_t)(P - 1) * n_out, n_out);
+        const bool same = !memcmp(hv, hp, sizeof(float) * n_out);
+        fails += !same;
+        float ms[7];
+        cudaEvent_t e1, e2;
+        CK(cudaEventCreate(&e1));
+        CK(cudaEventCreate(&e2));
+        for (int r = 0; r < 7; r++) {
+            CK(cudaEventRecord(e1, 0));
+            run();
+            CK(cudaEventRecord(e2, 0));
+            CK(cudaEventSynchronize(e2));
+            CK(cudaEventElapsedTime(&ms[r], e1, e2));
+        }
+        CK(cudaGetLastError());
+        qsort(ms, 7, sizeof ms[0], lab_cmp_f);
+        const double us = ms[3] * 1e3 / P;
+        printf("%-12s %8.2f us a pair %4.0f%%  == base-chain %s\n", "stream-prep", us, pct(us), same ? "yes" : "NO");
+        cudaEventDestroy(e1), cudaEventDestroy(e2);
+        cudaFree(yb);
     }
     for (int i = 1; i < nct; i++) cudaFree((void *)ct[i]);
     cudaFree((void *)dtm), cudaFree(dnw), cudaFree(pbuf), cudaFree(dy), cudaFree(ctr), cudaFree(dwp);
