@@ -15,7 +15,10 @@
  *    with mma.sync m16n8k32 -> s32: exact integer sums; the 6-bit sub-scale
  *    by an integer multiply-add; per super-block, in fp32, acc_n = fma(d
  *    2^-e, A_n, acc_n) per column (token, limb) and the min term dmin 2^-e
- *    sum_j m_j S_j into the limb-0 column times 2^-16 (exact); per row,
+ *    M_n, M_n = sum_j m_j S_jn an exact integer from two more MMAs over the
+ *    limb's sub-block sums S_jn (mmvq_sb_lean; mmvq_sb, which the MoE
+ *    kernels' staging keeps, puts dmin 2^-e sum_j m_j S_j into the limb-0
+ *    column times 2^-16 instead); per row,
  *    after the warps' partial columns are added in warp order, (2^16 acc_0
  *    + 2^8 acc_1) + acc_2. Column n = 3 (token % 2) + limb: one MMA serves
  *    two tokens. Its first super-block's weights are requested before it
@@ -64,11 +67,15 @@
 #include "backend/cuda/mmv.cuh"
 
 #define MQ_SB_B 768             /* limb bytes per (token, super-block): [limb][t][sub-block][8] */
+#define MQ_MB_B 48              /* per (token, super-block): [lo, hi][limb][sub-block] bytes of S_jl (mmvq_sb_lean) */
 #define MQ_BUF_BYTES CUDA_MQ_BYTES /* cuda_impl.mq */
 
 /* The prep's output for T tokens of nsb super-blocks: planes [T][nsb][768],
- * then S [T][nsb][8] and 2^-e [T][nsb] as floats. */
-static inline size_t mmvq_buf_bytes(int T, int nsb) { return (size_t)T * nsb * (MQ_SB_B + 9 * sizeof(float)); }
+ * then S [T][nsb][8] and 2^-e [T][nsb] as floats, then the per-limb
+ * sub-block sums [T][nsb][MQ_MB_B] (mmvq_convert). */
+static inline size_t mmvq_buf_bytes(int T, int nsb) {
+    return (size_t)T * nsb * (MQ_SB_B + 9 * sizeof(float) + MQ_MB_B);
+}
 
 /* Whether a T-token matmul of rows of `in` (a multiple of 256) fits the
  * backend's buffer (else the caller keeps its other path). */
@@ -101,7 +108,7 @@ __device__ __forceinline__ float mmvq_min_sum(const uint4 h, const float (&S)[8]
  * 2^-e (lane 0) at *sinv. */
 template <int LB = 256, int QB = 64>
 __device__ __forceinline__ void mmvq_convert(const float *v, float mx, bool bad, int lane, uint8_t *planes, float *S,
-                                             float *sinv) {
+                                             float *sinv, uint8_t *mbs = nullptr) {
     /* mx in [2^(ex - 1), 2^ex): X = v 2^(21 - ex), clamped to fp32's normal range */
     const int ex = mx > 0.0f ? (int)((__float_as_uint(mx) >> 23) & 255u) - 126 : 0;
     int es = 21 - ex;
@@ -123,6 +130,18 @@ __device__ __forceinline__ void mmvq_convert(const float *v, float mx, bool bad,
     sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
     sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
     const int j = lane >> 2, q = lane & 3;
+    if (mbs) { /* S_jl = the sum of limb l over sub-block j (|S_jl| <= 4096) = 256 hi + lo, lo a signed byte */
+#pragma unroll
+        for (int l = 0; l < 3; l++) {
+            int sl = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) sl += (int)(int8_t)(uint8_t)(lw[l][i >> 2] >> (8 * (i & 3)));
+            sl += __shfl_xor_sync(0xFFFFFFFFu, sl, 1);
+            sl += __shfl_xor_sync(0xFFFFFFFFu, sl, 2);
+            const int lo = (int)(int8_t)(sl & 0xFF), hi = (sl - lo) >> 8;
+            if (q == 0) mbs[l * 8 + j] = (uint8_t)lo, mbs[24 + l * 8 + j] = (uint8_t)hi;
+        }
+    }
 #pragma unroll
     for (int l = 0; l < 3; l++) *(uint2 *)(planes + l * LB + q * QB + j * 8) = make_uint2(lw[l][0], lw[l][1]);
     if (q == 0) S[j] = (float)sum;
@@ -152,7 +171,7 @@ __device__ __forceinline__ float mmvq_prep_inv(const float *red, int64_t in, flo
  * QB: mmvq_convert's plane strides; moe.cu's int8 kernels pad them). */
 template <int LB = 256, int QB = 64>
 __device__ __forceinline__ void mmvq_prep_sb(float4 u0, float4 u1, float4 w0, float4 w1, bool nw, float inv,
-                                             int lane, uint8_t *planes, float *S, float *sinv) {
+                                             int lane, uint8_t *planes, float *S, float *sinv, uint8_t *mbs = nullptr) {
     float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
     if (nw) {
         const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
@@ -164,7 +183,7 @@ __device__ __forceinline__ void mmvq_prep_sb(float4 u0, float4 u1, float4 w0, fl
     for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(v[i])), z = fmaf(v[i], 0.0f, z);
     const float mx = warp_max(m);
     const bool bad = __any_sync(0xFFFFFFFFu, !(z == 0.0f)); /* NaN or Inf: the max may drop them */
-    mmvq_convert<LB, QB>(v, mx, bad, lane, planes, S, sinv);
+    mmvq_convert<LB, QB>(v, mx, bad, lane, planes, S, sinv, mbs);
 }
 
 /* Launch contract: grid (ceil(nsb / 8), T) with nsb = in / 256, block 256;
@@ -206,7 +225,8 @@ static __global__ void __launch_bounds__(256) k_mmvq_prep(const float *__restric
     }
     if (sb >= nsb) return;
     const size_t ts = (size_t)t * nsb + sb;
-    mmvq_prep_sb(u0, u1, w0, w1, nw != nullptr, inv, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts);
+    uint8_t *mbs = (uint8_t *)(sinv + (size_t)T * nsb) + ts * MQ_MB_B;
+    mmvq_prep_sb(u0, u1, w0, w1, nw != nullptr, inv, lane, planes + ts * MQ_SB_B, S + ts * 8, sinv + ts, mbs);
 }
 
 /* k_mmvq_prep's launch for T tokens of rows of `in` */
@@ -251,6 +271,12 @@ struct mmvq_gsrc {
     const uint8_t *planes;
     const float *S, *sinv;
     size_t nsb, sb;
+    /* lane (g, t < 2)'s word of S_jl bytes, j = 4 t .. 4 t + 3 (hl: 0 lo, 1 hi; mmvq_sb_lean); the region
+     * follows 2^-e, whose count is T nsb, so it starts at sinv + T nsb */
+    __device__ __forceinline__ uint32_t mw(int T, int tok, int hl, int limb, int t) const {
+        const uint8_t *mb = (const uint8_t *)(sinv + (size_t)T * nsb);
+        return __ldg((const uint32_t *)(mb + (tok * nsb + sb) * MQ_MB_B + hl * 24 + limb * 8 + 4 * t));
+    }
     __device__ __forceinline__ const uint4 *limbs(int tok, int limb, int t) const {
         return (const uint4 *)(planes + (tok * nsb + sb) * MQ_SB_B + limb * 256 + t * 64);
     }
@@ -524,6 +550,97 @@ __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4]
         }
 }
 
+/* What every Q4_K super-block of the prep's planes takes (k_mmvq, k_mmvq_tm, k_mmvq_tm2): mmvq_sb's work in
+ * fewer instructions and a shorter chain.
+ *  - The high nibbles are masked in place (16 q); the low ones' scales are taken times 16, so one integer sum
+ *    A = 16 sum_j sc_j (q_j . X) (|A| < 2^30) holds both, shifted back once (A >> 4, exact).
+ *  - The 6-bit scales come out by byte permutes.
+ *  - The min term is an integer per limb column n, M_n = sum_j m_j S_jn, from two more MMAs per tile and token
+ *    pair: A = the rows' mins at k = j < 8, B = the lo and hi bytes of the limb's sub-block sums S_jn that the
+ *    prep writes (mmvq_convert); |M_n| < 2^22, exact in fp32. No lane loads float S, none waits on a chain of
+ *    8 FMAs, and no lanes idle on it.
+ *  - Per column: acc = fma(d 2^-e, A, acc), then acc = fma(-dmin 2^-e, M, acc).
+ * Why (bench/results/2026-12-07h-h100.md, H100): one warp's super-block with the weights in shared memory, 918
+ * cycles in mmvq_sb (planes from global memory) and 559 here; full grids 1.46-1.51 and 2.04-2.12 x copy. Gates
+ * (kernels 9b and 27b, model) pass. Decode@0 tok/s, two rounds: 9b q4_k_m 345.9 / 346.3 -> 350.7 / 351.2, 27b
+ * q4_k_m 119.4 / 119.3 -> 120.5 / 121.5, 35b-a3b q4_k_m 474.7 / 469.5 -> 473.8 / 477.5. The rounding of the
+ * min term differs from mmvq_sb's (which the MoE kernels' staging sources keep): ~1.5e-6 of max |y| apart. */
+template <int NP, int TL = 2>
+__device__ __forceinline__ void mmvq_sb_lean(const mmvq_raw *w, float (*acc)[NP][4], const mmvq_gsrc &src, int T,
+                                             int g, int t) {
+    uint32_t scw[TL][2][2], am[TL][2];
+#pragma unroll
+    for (int tl = 0; tl < TL; tl++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const uint4 h = w[tl].head[r];
+            scw[tl][r][0] = h.y & 0x3F3F3F3Fu;
+            scw[tl][r][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
+            const uint32_t m0 = h.z & 0x3F3F3F3Fu, m1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
+            am[tl][r] = t == 0 ? m0 : t == 1 ? m1 : 0u;
+        }
+    const uint4 *bp[NP];
+    float sx[NP][2];
+    mmvq_cols<NP>(src, T, g, t, bp, sx);
+    int A[TL][NP][4]; /* 16 sum sc (lo nibbles . B) + sum sc (16 hi nibbles . B): |A| < 2^30, a multiple of 16 */
+    mmvq_azero(A);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint4 bb[NP];
+        mmvq_bload<NP>(src, bp, k, bb);
+#pragma unroll
+        for (int tl = 0; tl < TL; tl++) {
+            uint32_t lo[2][2], hi[2][2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint2 q = w[tl].qs[r][k];
+                lo[r][0] = q.x & 0x0F0F0F0Fu, lo[r][1] = q.y & 0x0F0F0F0Fu;
+                hi[r][0] = q.x & 0xF0F0F0F0u, hi[r][1] = q.y & 0xF0F0F0F0u;
+            }
+            const int j0 = 2 * k, j1 = 2 * k + 1;
+            int s0[2], s1[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                s0[r] = (int)__byte_perm(scw[tl][r][j0 >> 2], 0u, 0x4440u | (uint32_t)(j0 & 3)) << 4;
+                s1[r] = (int)__byte_perm(scw[tl][r][j1 >> 2], 0u, 0x4440u | (uint32_t)(j1 & 3));
+            }
+#pragma unroll
+            for (int p = 0; p < NP; p++) {
+                int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
+                mmvq_imma(c0, lo[0][0], lo[1][0], lo[0][1], lo[1][1], bb[p].x, bb[p].y);
+                mmvq_imma(c1, hi[0][0], hi[1][0], hi[0][1], hi[1][1], bb[p].z, bb[p].w);
+#pragma unroll
+                for (int i = 0; i < 4; i++) A[tl][p][i] += s0[i >> 1] * c0[i] + s1[i >> 1] * c1[i];
+            }
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < NP; p++) {
+        const int tok = 2 * p + (g >= 3);
+        const bool has = t < 2 && g < 6 && tok < T;
+        const uint32_t blo = has ? src.mw(T, tok, 0, g % 3, t) : 0u, bhi = has ? src.mw(T, tok, 1, g % 3, t) : 0u;
+#pragma unroll
+        for (int tl = 0; tl < TL; tl++) {
+            int cl[4] = {0, 0, 0, 0}, ch[4] = {0, 0, 0, 0};
+            mmvq_imma(cl, am[tl][0], am[tl][1], 0u, 0u, blo, 0u);
+            mmvq_imma(ch, am[tl][0], am[tl][1], 0u, 0u, bhi, 0u);
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint32_t hx = w[tl].head[r].x;
+                const float d = __half2float(__ushort_as_half((unsigned short)(hx & 0xFFFF)));
+                const float dm = __half2float(__ushort_as_half((unsigned short)(hx >> 16)));
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int i = 2 * r + e;
+                    const int a = A[tl][p][i] >> 4, m = cl[i] + 256 * ch[i];
+                    acc[tl][p][i] = fmaf(__fmul_rn(d, sx[p][e]), (float)a, acc[tl][p][i]);
+                    acc[tl][p][i] = fmaf(-__fmul_rn(dm, sx[p][e]), (float)m, acc[tl][p][i]);
+                }
+            }
+        }
+    }
+}
+
 /* A raw super-block's type by the weight type, and mmvq_sb or mmvq_sb6 by
  * the raw type (k_mmvq, k_mmvq_tm and k_mmvq_tm2 take either) */
 template <int TYPE>
@@ -533,6 +650,8 @@ template <int NP, class SRC, int TL, class R>
 __device__ __forceinline__ void mmvq_sb_raw(const R *w, float (*acc)[NP][4], const SRC &src, int T, int g, int t) {
     if constexpr (std::is_same<R, mmvq_raw6>::value)
         mmvq_sb6<NP, SRC, TL>(w, acc, src, T, g, t);
+    else if constexpr (std::is_same<SRC, mmvq_gsrc>::value)
+        mmvq_sb_lean<NP, TL>(w, acc, src, T, g, t);
     else
         mmvq_sb<NP, SRC, TL>(w, acc, src, T, g, t);
 }
