@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
                 __syncwarp();
                 cur[0].load_sh(ring + (k % D) * Q4K_TM_SB, g, t);
                 const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
-                mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
+                mmvq_sb_raw<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
             }
             const int64_t rbase[1] = {(int64_t)(b + ti * G) * 16}, nrow[1] = {a.n_out[0]};
             mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
@@ -193,13 +193,18 @@ struct mmvq_ssrc {
     __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
     __device__ __forceinline__ float sx(int tok) const { return sinv[tok * nsb + sb]; }
     __device__ __forceinline__ float s(int tok, int j) const { return S[(tok * nsb + sb) * 8 + j]; }
+    const uint8_t *mb; /* the prep's per-limb sub-block sums (mmvq_sb_lean) */
+    __device__ __forceinline__ uint32_t mw(int, int tok, int hl, int limb, int t) const {
+        return *(const uint32_t *)(mb + (tok * nsb + sb) * MQ_MB_B + hl * 24 + limb * 8 + 4 * t);
+    }
 };
 
 /* PREP = 1 (NC = 8, n_out >= in, no NOBAR): a real chain. Phase p's input is
  * x (p = 0) or the first `in` outputs of phase p - 1 (ybuf + (p - 1) n_out),
  * with the norm a.nw; every block converts the whole input into its own
  * planes in shared memory after the barrier (k_mmvq_prep's sum of squares
- * over 8 warps and its conversion, so the same planes), and phase p writes
+ * over 8 warps and its conversion, so the same planes and per-limb sums;
+ * mmvq_sb_lean on them, production's arithmetic), and phase p writes
  * ybuf + p n_out. No grid-wide prep phase, no second barrier. */
 template <int NC, int NOBAR, int PREP = 0>
 __global__ void __launch_bounds__(32 * (NC + 1), 1)
@@ -216,6 +221,7 @@ __global__ void __launch_bounds__(32 * (NC + 1), 1)
     uint64_t *bars = (uint64_t *)(part + (size_t)ntmax * ks * 128); /* full[R], empty[R] */
     uint8_t *pl_sh = (uint8_t *)(bars + 2 * R); /* PREP: [nsb][768] planes, [nsb][8] S, [nsb] 2^-e */
     float *S_sh = (float *)(pl_sh + (size_t)nsb * MQ_SB_B), *sinv_sh = S_sh + (size_t)nsb * 8;
+    uint8_t *mb_sh = (uint8_t *)(sinv_sh + nsb);
     __shared__ float red[8];
     const uint32_t ring_sa = (uint32_t)__cvta_generic_to_shared(ring);
     const uint32_t full_sa = (uint32_t)__cvta_generic_to_shared(bars), empty_sa = full_sa + 8 * R;
@@ -254,7 +260,7 @@ __global__ void __launch_bounds__(32 * (NC + 1), 1)
                 const float4 *xq = (const float4 *)(xp + (int64_t)sb * 256 + 8 * lane);
                 const float4 *wq = (const float4 *)(a.nw + (int64_t)sb * 256 + 8 * lane);
                 mmvq_prep_sb(__ldg(xq), __ldg(xq + 1), __ldg(wq), __ldg(wq + 1), true, inv, lane,
-                             pl_sh + (size_t)sb * MQ_SB_B, S_sh + sb * 8, sinv_sh + sb);
+                             pl_sh + (size_t)sb * MQ_SB_B, S_sh + sb * 8, sinv_sh + sb, mb_sh + sb * MQ_MB_B);
             }
             chain_bar(32 * NC);
         }
@@ -272,11 +278,11 @@ __global__ void __launch_bounds__(32 * (NC + 1), 1)
                 if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty_sa + 8 * slot)
                                             : "memory");
                 if constexpr (PREP) {
-                    const mmvq_ssrc src{pl_sh, S_sh, sinv_sh, (size_t)nsb, (size_t)sb};
-                    mmvq_sb<1, mmvq_ssrc, 1>(cur, acc, src, 1, g, t);
+                    const mmvq_ssrc src{pl_sh, S_sh, sinv_sh, (size_t)nsb, (size_t)sb, mb_sh};
+                    mmvq_sb_lean<1, mmvq_ssrc, 1>(cur, acc, src, 1, g, t); /* production's arithmetic */
                 } else {
                     const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
-                    mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
+                    mmvq_sb_raw<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
                 }
             }
             mmvq_part_store<1, 1>(acc, part, i);
@@ -450,7 +456,7 @@ int main(int argc, char **argv) {
     }
     /* the real chain (n_out >= in): base pairs whose input is the previous pair's output, against the streamer
      * with its in-block prep (stream-prep); the last phase's outputs compared */
-    if (n_out >= in && ssm + (size_t)nsb * (MQ_SB_B + 36) <= 232448) {
+    if (n_out >= in && ssm + (size_t)nsb * (MQ_SB_B + 36 + MQ_MB_B) <= 232448) {
         float *yb;
         CK(cudaMalloc(&yb, sizeof(float) * n_out * P));
         int k = 0;
@@ -466,7 +472,7 @@ int main(int argc, char **argv) {
         const double bcu = lab_graph_us(bchain, P, nct);
         lab_get(hp, yb + (size_t)(P - 1) * n_out, n_out);
         printf("%-12s %8.2f us a pair %4.0f%%  (pair p's input: pair p - 1's output)\n", "base-chain", bcu, pct(bcu));
-        const size_t psm = ssm + (size_t)nsb * (MQ_SB_B + 36);
+        const size_t psm = ssm + (size_t)nsb * (MQ_SB_B + 36 + MQ_MB_B);
         auto pk = k_chain_st<8, 0, 1>;
         CK(cudaFuncSetAttribute(pk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psm));
         auto run = [&]() {

@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(512, 1)
             tm_load_sh(cur[0], tile + (size_t)sb * Q4K_TM_SB, g, t);
         }
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
-        mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
+        mmvq_sb_raw<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
     }
     pdl_trigger();
     const int64_t rbase[1] = {(int64_t)blockIdx.x * 16}, nrow[1] = {a.n_out[0]};
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(512, 1)
     for (int sb = sb0; sb < sb1; sb++) {
         cr_next<D>(issue, sb - sb0, sb1 - sb0, ring, cur[0], g, t);
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
-        mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
+        mmvq_sb_raw<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
     }
     pdl_trigger();
     const int64_t rbase[1] = {(int64_t)blockIdx.x * 16}, nrow[1] = {a.n_out[0]};
@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(32 * SK_WARPS) k_sk(mmv_args a, const uint8_t 
         }
         cr_next<D>(issue, u - u0, u1 - u0, ring, cur[0], g, t);
         const mmvq_gsrc src{buf, Sx, sinv, (size_t)nsb, (size_t)sb};
-        mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
+        mmvq_sb_raw<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
     }
     pdl_trigger();
     if (u1 > u0) flush();

@@ -560,14 +560,15 @@ __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4]
  *    prep writes (mmvq_convert); |M_n| < 2^22, exact in fp32. No lane loads float S, none waits on a chain of
  *    8 FMAs, and no lanes idle on it.
  *  - Per column: acc = fma(d 2^-e, A, acc), then acc = fma(-dmin 2^-e, M, acc).
+ * SRC: mmvq_gsrc's members, with mw(T, tok, hl, limb, t) for the sums' words.
  * Why (bench/results/2026-12-07h-h100.md, H100): one warp's super-block with the weights in shared memory, 918
  * cycles in mmvq_sb (planes from global memory) and 559 here; full grids 1.46-1.51 and 2.04-2.12 x copy. Gates
  * (kernels 9b and 27b, model) pass. Decode@0 tok/s, two rounds: 9b q4_k_m 345.9 / 346.3 -> 350.7 / 351.2, 27b
  * q4_k_m 119.4 / 119.3 -> 120.5 / 121.5, 35b-a3b q4_k_m 474.7 / 469.5 -> 473.8 / 477.5. The rounding of the
  * min term differs from mmvq_sb's (which the MoE kernels' staging sources keep): ~1.5e-6 of max |y| apart. */
-template <int NP, int TL = 2>
-__device__ __forceinline__ void mmvq_sb_lean(const mmvq_raw *w, float (*acc)[NP][4], const mmvq_gsrc &src, int T,
-                                             int g, int t) {
+template <int NP, class SRC, int TL = 2>
+__device__ __forceinline__ void mmvq_sb_lean(const mmvq_raw *w, float (*acc)[NP][4], const SRC &src, int T, int g,
+                                             int t) {
     uint32_t scw[TL][2][2], am[TL][2];
 #pragma unroll
     for (int tl = 0; tl < TL; tl++)
@@ -651,7 +652,7 @@ __device__ __forceinline__ void mmvq_sb_raw(const R *w, float (*acc)[NP][4], con
     if constexpr (std::is_same<R, mmvq_raw6>::value)
         mmvq_sb6<NP, SRC, TL>(w, acc, src, T, g, t);
     else if constexpr (std::is_same<SRC, mmvq_gsrc>::value)
-        mmvq_sb_lean<NP, TL>(w, acc, src, T, g, t);
+        mmvq_sb_lean<NP, SRC, TL>(w, acc, src, T, g, t);
     else
         mmvq_sb<NP, SRC, TL>(w, acc, src, T, g, t);
 }
