@@ -37,6 +37,7 @@
 #include <math.h>
 
 #include "backend/cuda/mmvq.cuh"
+#include "mmvq_shsrc.cuh"
 #include "lab.cuh"
 
 /* A grid-wide barrier for a grid that is resident at once. ctr (zeroed
@@ -181,25 +182,9 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
  * consumers (NOBAR: none, so the phases overlap: the streamer's ceiling,
  * not a valid chain).
  * Unit q (slot q % R, round q / R) = phase p, the block's tile ti,
- * super-block sb: q = (p nt + ti) nsb + sb. */
-/* Where mmvq_sb reads the planes from shared memory (the streamer's own prep, PREP = 1) */
-struct mmvq_ssrc {
-    const uint8_t *planes;
-    const float *S, *sinv;
-    size_t nsb, sb;
-    __device__ __forceinline__ const uint4 *limbs(int tok, int limb, int t) const {
-        return (const uint4 *)(planes + (tok * nsb + sb) * MQ_SB_B + limb * 256 + t * 64);
-    }
-    __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
-    __device__ __forceinline__ float sx(int tok) const { return sinv[tok * nsb + sb]; }
-    __device__ __forceinline__ float s(int tok, int j) const { return S[(tok * nsb + sb) * 8 + j]; }
-    const uint8_t *mb; /* the prep's per-limb sub-block sums (mmvq_sb_lean) */
-    __device__ __forceinline__ uint32_t mw(int, int tok, int hl, int limb, int t) const {
-        return *(const uint32_t *)(mb + (tok * nsb + sb) * MQ_MB_B + hl * 24 + limb * 8 + 4 * t);
-    }
-};
-
-/* PREP = 1 (NC = 8, n_out >= in, no NOBAR): a real chain. Phase p's input is
+ * super-block sb: q = (p nt + ti) nsb + sb.
+ *
+ * PREP = 1 (NC = 8, n_out >= in, no NOBAR): a real chain. Phase p's input is
  * x (p = 0) or the first `in` outputs of phase p - 1 (ybuf + (p - 1) n_out),
  * with the norm a.nw; every block converts the whole input into its own
  * planes in shared memory after the barrier (k_mmvq_prep's sum of squares
@@ -278,8 +263,8 @@ __global__ void __launch_bounds__(32 * (NC + 1), 1)
                 if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty_sa + 8 * slot)
                                             : "memory");
                 if constexpr (PREP) {
-                    const mmvq_ssrc src{pl_sh, S_sh, sinv_sh, (size_t)nsb, (size_t)sb, mb_sh};
-                    mmvq_sb_lean<1, mmvq_ssrc, 1>(cur, acc, src, 1, g, t); /* production's arithmetic */
+                    const mmvq_shsrc src{pl_sh, S_sh, sinv_sh, (size_t)nsb, (size_t)sb, mb_sh};
+                    mmvq_sb_lean<1, mmvq_shsrc, 1>(cur, acc, src, 1, g, t); /* production's arithmetic */
                 } else {
                     const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
                     mmvq_sb_raw<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
@@ -298,6 +283,26 @@ __global__ void __launch_bounds__(32 * (NC + 1), 1)
         else
             chain_sync(ctr, epoch, nsub, 32 * NC);
     }
+}
+
+/* The median of 7 timed launches of one persistent kernel (what run enqueues on stream 0), in us */
+template <class F>
+static double launch_us(F run) {
+    float ms[7];
+    cudaEvent_t e1, e2;
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventCreate(&e2));
+    for (int r = 0; r < 7; r++) {
+        CK(cudaEventRecord(e1, 0));
+        run();
+        CK(cudaEventRecord(e2, 0));
+        CK(cudaEventSynchronize(e2));
+        CK(cudaEventElapsedTime(&ms[r], e1, e2));
+    }
+    CK(cudaGetLastError());
+    qsort(ms, 7, sizeof ms[0], lab_cmp_f);
+    cudaEventDestroy(e1), cudaEventDestroy(e2);
+    return ms[3] * 1e3;
 }
 
 int main(int argc, char **argv) {
@@ -391,23 +396,9 @@ int main(int argc, char **argv) {
         lab_get(hv, dy, n_out);
         const bool same = !memcmp(hv, hp, sizeof(float) * n_out);
         fails += !same;
-        float ms[7];
-        cudaEvent_t e1, e2;
-        CK(cudaEventCreate(&e1));
-        CK(cudaEventCreate(&e2));
-        for (int r = 0; r < 7; r++) {
-            CK(cudaEventRecord(e1, 0));
-            chain(prep, 0);
-            CK(cudaEventRecord(e2, 0));
-            CK(cudaEventSynchronize(e2));
-            CK(cudaEventElapsedTime(&ms[r], e1, e2));
-        }
-        CK(cudaGetLastError());
-        qsort(ms, 7, sizeof ms[0], lab_cmp_f);
-        const double us = ms[3] * 1e3 / P;
+        const double us = launch_us([&]() { chain(prep, 0); }) / P;
         printf("%-10s %8.2f us a pair %4.0f%%  == base %s\n", prep ? "chain" : "chain-np", us, pct(us),
                same ? "yes" : "NO");
-        cudaEventDestroy(e1), cudaEventDestroy(e2);
     }
     /* the streamer: NC consumer warps (CHAIN_NC 4, 8 or 12; default 8), a ring of CHAIN_R slots (64), one block
      * an SM; stream-nobar: the same without the barrier (phases overlap: not a valid chain, the ceiling) */
@@ -436,23 +427,9 @@ int main(int argc, char **argv) {
         lab_get(hv, dy, n_out);
         const bool same = !memcmp(hv, hp, sizeof(float) * n_out);
         fails += !same;
-        float ms[7];
-        cudaEvent_t e1, e2;
-        CK(cudaEventCreate(&e1));
-        CK(cudaEventCreate(&e2));
-        for (int r = 0; r < 7; r++) {
-            CK(cudaEventRecord(e1, 0));
-            run();
-            CK(cudaEventRecord(e2, 0));
-            CK(cudaEventSynchronize(e2));
-            CK(cudaEventElapsedTime(&ms[r], e1, e2));
-        }
-        CK(cudaGetLastError());
-        qsort(ms, 7, sizeof ms[0], lab_cmp_f);
-        const double us = ms[3] * 1e3 / P;
+        const double us = launch_us([&]() { run(); }) / P;
         printf("%-12s %8.2f us a pair %4.0f%%  == base %s\n", nobar ? "stream-nobar" : "stream", us, pct(us),
                same ? "yes" : "NO");
-        cudaEventDestroy(e1), cudaEventDestroy(e2);
     }
     /* the real chain (n_out >= in): base pairs whose input is the previous pair's output, against the streamer
      * with its in-block prep (stream-prep); the last phase's outputs compared */
@@ -486,22 +463,8 @@ int main(int argc, char **argv) {
         lab_get(hv, yb + (size_t)(P - 1) * n_out, n_out);
         const bool same = !memcmp(hv, hp, sizeof(float) * n_out);
         fails += !same;
-        float ms[7];
-        cudaEvent_t e1, e2;
-        CK(cudaEventCreate(&e1));
-        CK(cudaEventCreate(&e2));
-        for (int r = 0; r < 7; r++) {
-            CK(cudaEventRecord(e1, 0));
-            run();
-            CK(cudaEventRecord(e2, 0));
-            CK(cudaEventSynchronize(e2));
-            CK(cudaEventElapsedTime(&ms[r], e1, e2));
-        }
-        CK(cudaGetLastError());
-        qsort(ms, 7, sizeof ms[0], lab_cmp_f);
-        const double us = ms[3] * 1e3 / P;
+        const double us = launch_us([&]() { run(); }) / P;
         printf("%-12s %8.2f us a pair %4.0f%%  == base-chain %s\n", "stream-prep", us, pct(us), same ? "yes" : "NO");
-        cudaEventDestroy(e1), cudaEventDestroy(e2);
         cudaFree(yb);
     }
     for (int i = 1; i < nct; i++) cudaFree((void *)ct[i]);

@@ -31,26 +31,10 @@
 #include <math.h>
 
 #include "backend/cuda/mmvq.cuh"
+#include "mmvq_shsrc.cuh"
 #include "lab.cuh"
 
 #define SB_NSB 8 /* a row of 2,048: 29 KB a block, so six blocks fit an SM */
-
-/* planes in shared memory (chain_lab's mmvq_ssrc) */
-struct sb_ssrc {
-    const uint8_t *planes;
-    const float *S, *sinv;
-    size_t nsb, sb;
-    __device__ __forceinline__ const uint4 *limbs(int tok, int limb, int t) const {
-        return (const uint4 *)(planes + (tok * nsb + sb) * MQ_SB_B + limb * 256 + t * 64);
-    }
-    __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
-    __device__ __forceinline__ float sx(int tok) const { return sinv[tok * nsb + sb]; }
-    __device__ __forceinline__ float s(int tok, int j) const { return S[(tok * nsb + sb) * 8 + j]; }
-    const uint8_t *mb;
-    __device__ __forceinline__ uint32_t mw(int, int tok, int hl, int limb, int t) const {
-        return *(const uint32_t *)(mb + (tok * nsb + sb) * MQ_MB_B + hl * 24 + limb * 8 + 4 * t);
-    }
-};
 
 /* Launch contract: block 32 w, dynamic shared memory sb_smem(nsb, w). Every warp multiplies the tile's
  * super-blocks it % nsb for it = 0 .. iters - 1 (V above); buf: the prep's output for one token (planes, S,
@@ -87,13 +71,13 @@ __global__ void __launch_bounds__(256) k_sb(const uint8_t *tile, const uint8_t *
         mmvq_raw cur[1];
         cur[0].load_sh(slot, g, t);
         const mmvq_gsrc gsrc{buf, gS, gsinv, (size_t)nsb, (size_t)sb};
-        const sb_ssrc ssrc{pl, S, sinv, (size_t)nsb, (size_t)sb, mb};
+        const mmvq_shsrc ssrc{pl, S, sinv, (size_t)nsb, (size_t)sb, mb};
         if constexpr (V == 0)
             mmvq_sb<1, mmvq_gsrc, 1>(cur, acc, gsrc, 1, g, t);
         else if constexpr (V == 1)
-            mmvq_sb<1, sb_ssrc, 1>(cur, acc, ssrc, 1, g, t);
+            mmvq_sb<1, mmvq_shsrc, 1>(cur, acc, ssrc, 1, g, t);
         else if constexpr (V == 2)
-            mmvq_sb_lean<1, sb_ssrc, 1>(cur, acc, ssrc, 1, g, t);
+            mmvq_sb_lean<1, mmvq_shsrc, 1>(cur, acc, ssrc, 1, g, t);
         else
             mmvq_sb_lean<1, mmvq_gsrc, 1>(cur, acc, gsrc, 1, g, t);
     }
