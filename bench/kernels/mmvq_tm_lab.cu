@@ -41,7 +41,7 @@
  *     intact form (k_mmvq_tm<.., Q6_K>, bench/results/2026-12-06g-h100-h200.md).
  *  21, 22 k_tx<D>: variant 2's bulk ring, D = 2, 3, whose slots also carry
  *     the prep's planes and per-limb sums, read by mmvq_sb_lean (session 36,
- *     not run yet; RINGX=1 runs 0, 14, 7, 2, 21, 22).
+ *     not run yet; RINGX=1 runs 0, 14, 7, 2, 21, 22; bench/next_run_px.sh).
  * Each pair is prep + matvec (the input norm fused), PDL, 64 per CUDA graph
  * over rotating weight copies (> L2), % of copy. Checked: every variant
  * against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and memcmp.
