@@ -5,7 +5,9 @@
 #     read by mmvq_sb_lean) against production's pairs (0: file layout, 14: tile-major), the cp.async ring (7)
 #     and the plain bulk ring (2), on the 9b and 27b decode shapes. Every output must be memcmp-equal to variant
 #     0's ("== first yes").
-#  2. MEMRA_MMVQ_PX=1 (mmvq.cuh, k_mmvq_tm<.., PX = 1>: the same idea in the backend, the lanes' cp.async): gate
+#  2. gate kernels 9b on the default path (its k_mmvq_tm instances were rebuilt with the PX template and have not
+#     run on a GPU since).
+#  3. MEMRA_MMVQ_PX=1 (mmvq.cuh, k_mmvq_tm<.., PX = 1>: the same idea in the backend, the lanes' cp.async): gate
 #     kernels 9b and 35b-a3b, 9b and 35b-a3b logits of 65 tokens (--all) cmp-equal to the default (same bits by
 #     construction), decode@0 in interleaved rounds.
 # If PX gains, make it the default (and extend it to the tight, tm3 and tm2 kernels and to T = 2); if not, remove
@@ -30,6 +32,8 @@ dec() { env "$@" $B bench -m $f --backend cuda --prefill 16 --depth 0 --decode-t
   grep '^decode' | tr -s ' '; }
 TOK=$(python3 -c "import random; random.seed(7)
 print(','.join(str(random.randrange(1000, 150000)) for _ in range(65)))")
+timeout 90 $B gate kernels --model 9b --seed 369 >$OUT/gk-9b-default.log 2>&1
+echo "default gate kernels 9b rc=$? $(grep -h 'passed' $OUT/gk-9b-default.log | tail -1)"
 for m in 9b 35b-a3b; do
   left 100 || break
   MEMRA_MMVQ_PX=1 timeout 90 $B gate kernels --model $m --seed 369 >$OUT/gk-$m.log 2>&1
