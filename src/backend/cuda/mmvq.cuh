@@ -561,8 +561,9 @@ __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4]
  *    8 FMAs, and no lanes idle on it.
  *  - Per column: acc = fma(d 2^-e, A, acc), then acc = fma(-dmin 2^-e, M, acc).
  * SRC: mmvq_gsrc's members, with mw(T, tok, hl, limb, t) for the sums' words.
- * Why (bench/results/2026-12-07h-h100.md, H100): one warp's super-block with the weights in shared memory, 918
- * cycles in mmvq_sb (planes from global memory) and 559 here; full grids 1.46-1.51 and 2.04-2.12 x copy. Gates
+ * Why (bench/results/2026-12-07h-h100.md, H100): one warp's super-block with the weights in shared memory and
+ * the planes read from global memory as here, 918 cycles in mmvq_sb and 687 in this (541-559 with the planes in
+ * shared memory); full grids of 16 warps an SM 1.46-1.48 and 1.84 x copy (2.04-2.06). Gates
  * (kernels 9b and 27b, model) pass. Decode@0 tok/s, two rounds: 9b q4_k_m 345.9 / 346.3 -> 350.7 / 351.2, 27b
  * q4_k_m 119.4 / 119.3 -> 120.5 / 121.5, 35b-a3b q4_k_m 474.7 / 469.5 -> 473.8 / 477.5. The rounding of the
  * min term differs from mmvq_sb's (which the MoE kernels' staging sources keep): ~1.5e-6 of max |y| apart. */
