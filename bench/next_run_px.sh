@@ -1,6 +1,7 @@
 #!/bin/bash
 # Written in session 36, not run yet (its device time was spent): the planes in the ring's slots, one device call
 # (~3 min on an H100).
+#  0. sb_lab (V0-V6; V5, V6 are new: the Q6_K int8 arithmetic's chain, for the next cut after PX).
 #  1. mmvq_tm_lab variants 21, 22 (k_tx: a bulk-copy ring whose slots carry the prep's planes and per-limb sums,
 #     read by mmvq_sb_lean) against production's pairs (0: file layout, 14: tile-major), the cp.async ring (7)
 #     and the plain bulk ring (2), on the 9b and 27b decode shapes. Every output must be memcmp-equal to variant
@@ -13,8 +14,8 @@
 # If PX gains, make it the default (and extend it to the tight, tm3 and tm2 kernels and to T = 2); if not, remove
 # it and k_tx.
 #   Build here:  make -j2 BUILD=build-dev CUDA_ARCH=sm_90a DEPS=.deps && strip -o .bin/memra build-dev/memra
-#                BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh mmvq_tm_lab && strip -o .bin/mmvq_tm_lab \
-#                  build-lab/mmvq_tm_lab && xz -T2 -6 -f .bin/memra .bin/mmvq_tm_lab
+#                for l in mmvq_tm_lab sb_lab; do BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh $l &&
+#                  strip -o .bin/$l build-lab/$l; done; xz -T2 -6 -f .bin/memra .bin/mmvq_tm_lab .bin/sb_lab
 #   Device:      BUDGET=400 OUT=$OUT bash bench/next_run_px.sh   (carry .bin)
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-400}
@@ -22,6 +23,7 @@ left() { [ $(( $(date +%s) - T0 )) -lt $(( BUDGET - $1 )) ]; }
 bash bench/unpack.sh .bin
 B=.bin/memra
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+timeout 60 .bin/sb_lab; echo "sb_lab rc=$?"
 for sh in "4096 12288" "12288 4096" "4096 4096" "4096 8192" "5120 17408" "6144 5120"; do
   left 300 || break
   echo "== $sh"; RINGX=1 timeout 60 .bin/mmvq_tm_lab $sh >/tmp/lab.txt 2>&1
