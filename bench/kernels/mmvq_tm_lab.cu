@@ -39,9 +39,6 @@
  *     Run 2026-12-06g (H100): both forms 25-36% under k_mmv6 at D = 2, the
  *     field-major one 3-9% under the intact one; production took the
  *     intact form (k_mmvq_tm<.., Q6_K>, bench/results/2026-12-06g-h100-h200.md).
- *  21, 22 k_tx<D>: variant 2's bulk ring, D = 2, 3, whose slots also carry
- *     the prep's planes and per-limb sums, read by mmvq_sb_lean (session 36,
- *     not run yet; RINGX=1 runs 0, 14, 7, 2, 21, 22; bench/next_run_px.sh).
  * Each pair is prep + matvec (the input norm fused), PDL, 64 per CUDA graph
  * over rotating weight copies (> L2), % of copy. Checked: every variant
  * against the CPU (rmsnorm, then the rows: <= 1e-5 of max) and memcmp.
@@ -131,80 +128,6 @@ __global__ void __launch_bounds__(512, 1)
         }
         const mmvq_gsrc src{buf, S, sinv, (size_t)nsb, (size_t)sb};
         mmvq_sb_raw<1, mmvq_gsrc, 1>(cur, acc, src, 1, g, t);
-    }
-    pdl_trigger();
-    const int64_t rbase[1] = {(int64_t)blockIdx.x * 16}, nrow[1] = {a.n_out[0]};
-    mmvq_finish<1, 1>(acc, part, a, 0, rbase, nrow, nullptr);
-}
-
-/* Variants 21, 22 (session 36, not run yet): k_tm<D>'s bulk-copy ring, D = 2 or 3, whose slot also carries the
- * super-block's planes and per-limb sums (T = 1: 768 + 48 bytes, copied after the wait for the prep and
- * completing on the slot's mbarrier with the weights), read back by production's mmvq_sb_lean: no plane load
- * from L2 on a warp's chain (sb_lab: V2 against V4, 541 against 687 cycles a super-block), one lane's three bulk
- * copies a slot instead of the lanes' 144 cp.async. 2^-e stays a global load, issued before the slot's wait.
- * Bits: variant 14's (the same arithmetic on the same bytes). Needs nsb % 4 == 0 (the sums' 16-byte alignment
- * in the prep's buffer). */
-#define TX_SLOT (Q4K_TM_SB + MQ_SB_B + MQ_MB_B)
-static size_t tx_smem(int d, int ks) { return (size_t)ks * d * (TX_SLOT + 16) + mmvq_smem_bytes(1, 1, ks); }
-struct tx_src {
-    const uint8_t *slot;
-    float sxv;
-    __device__ __forceinline__ const uint4 *limbs(int, int limb, int t) const {
-        return (const uint4 *)(slot + Q4K_TM_SB + limb * 256 + t * 64);
-    }
-    __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
-    __device__ __forceinline__ float sx(int) const { return sxv; }
-    __device__ __forceinline__ uint32_t mw(int, int, int hl, int limb, int t) const {
-        return *(const uint32_t *)(slot + Q4K_TM_SB + MQ_SB_B + hl * 24 + limb * 8 + 4 * t);
-    }
-};
-template <int D>
-__global__ void __launch_bounds__(512, 1)
-    k_tx(mmv_args a, const uint8_t *__restrict__ tmw, const uint8_t *__restrict__ buf) {
-    extern __shared__ __align__(128) uint8_t tm_sh[];
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5, ks = blockDim.x >> 5;
-    const int nsb = (int)(a.in / 256), sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks;
-    const uint8_t *tile = tmw + (size_t)blockIdx.x * nsb * Q4K_TM_SB;
-    float *part = (float *)(tm_sh + (size_t)ks * D * (TX_SLOT + 16));
-    uint8_t *ring = tm_sh + (size_t)wp * D * (TX_SLOT + 16);
-    const uint32_t bar0 = (uint32_t)__cvta_generic_to_shared(ring + D * TX_SLOT);
-    const float *sinv = (const float *)(buf + (size_t)nsb * MQ_SB_B) + (size_t)nsb * 8;
-    const uint8_t *mbg = (const uint8_t *)(sinv + nsb);
-    auto issue_w = [&](int sb) { /* the weights: the slot's whole transaction is expected here */
-        const int s = (sb - sb0) % D;
-        const uint32_t b = bar0 + 16 * s;
-        mbar_expect_tx(b, TX_SLOT);
-        bulk_g2s_n<Q4K_TM_SB>((uint32_t)__cvta_generic_to_shared(ring + s * TX_SLOT), tile + (size_t)sb * Q4K_TM_SB, b);
-    };
-    auto issue_x = [&](int sb) { /* the prep's planes and sums of super-block sb */
-        const int s = (sb - sb0) % D;
-        const uint32_t b = bar0 + 16 * s, dst = (uint32_t)__cvta_generic_to_shared(ring + s * TX_SLOT + Q4K_TM_SB);
-        bulk_g2s_n<MQ_SB_B>(dst, buf + (size_t)sb * MQ_SB_B, b);
-        bulk_g2s_n<MQ_MB_B>(dst + MQ_SB_B, mbg + (size_t)sb * MQ_MB_B, b);
-    };
-    const int pre = sb1 < sb0 + D - 1 ? sb1 : sb0 + D - 1;
-    if (lane == 0) {
-        for (int s = 0; s < D; s++) mbar_init<1>(bar0 + 16 * s);
-        mbar_init_fence();
-        for (int sb = sb0; sb < pre; sb++) issue_w(sb);
-    }
-    __syncwarp();
-    pdl_start();
-    if (lane == 0)
-        for (int sb = sb0; sb < pre; sb++) issue_x(sb);
-    float acc[1][1][4] = {{{0.0f, 0.0f, 0.0f, 0.0f}}};
-#pragma unroll 1
-    for (int sb = sb0; sb < sb1; sb++) {
-        const int it = sb - sb0, s = it % D;
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncwarp();
-        if (lane == 0 && sb + D - 1 < sb1) issue_w(sb + D - 1), issue_x(sb + D - 1);
-        const float sxv = __ldg(sinv + sb);
-        mbar_wait(bar0 + 16 * s, (uint32_t)((it / D) & 1));
-        mmvq_raw cur[1];
-        tm_load_sh(cur[0], ring + s * TX_SLOT, g, t);
-        const tx_src src{ring + s * TX_SLOT, sxv};
-        mmvq_sb_lean<1, tx_src, 1>(cur, acc, src, 1, g, t);
     }
     pdl_trigger();
     const int64_t rbase[1] = {(int64_t)blockIdx.x * 16}, nrow[1] = {a.n_out[0]};
@@ -508,11 +431,8 @@ int main(int argc, char **argv) {
                                   "production tile-major pair",    "Q6_K field-major ring D=2",
                                   "Q6_K field-major ring D=3",     "Q6_K field-major ring D=4",
                                   "Q6_K intact tile-major D=2",    "Q6_K intact tile-major D=3",
-                                  "Q6_K intact tile-major D=4",    "bulk ring + planes D=2 (lean)",
-                                  "bulk ring + planes D=3 (lean)"};
-    auto tile_major = [](int v) {
-        return v == 1 || v == 2 || (v >= 7 && v <= 9) || (v >= 12 && v <= 14) || v == 21 || v == 22;
-    };
+                                  "Q6_K intact tile-major D=4"};
+    auto tile_major = [](int v) { return v == 1 || v == 2 || (v >= 7 && v <= 9) || (v >= 12 && v <= 14); };
     /* k_sk: the grid that fits at once, the partials and the per-tile counters */
     int nsm = 0, sk_per_sm[2] = {0, 0};
     CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
@@ -534,11 +454,7 @@ int main(int argc, char **argv) {
         mmv_args b = a;
         b.W[0] = v >= 18 ? ct[i] : v >= 15 ? ct6[i] : tile_major(v) ? ct[i] : cw[i];
         const unsigned grid = (unsigned)(n_out / 16), block = 32u * (unsigned)ks;
-        if (v == 21 || v == 22) {
-            prep(st);
-            lab_launch(v == 21 ? k_tx<2> : k_tx<3>, grid, block, tx_smem(v == 21 ? 2 : 3, ks), st, true, b, b.W[0],
-                       (const uint8_t *)pbuf);
-        } else if (v >= 15) { /* 15-17 field-major, 18-20 blocks intact */
+        if (v >= 15) { /* 15-17 field-major, 18-20 blocks intact */
             const int d = 2 + (v - 15) % 3;
             auto k = v >= 18 ? (d == 2 ? k_cr6<2, 1> : d == 3 ? k_cr6<3, 1> : k_cr6<4, 1>)
                              : (d == 2 ? k_cr6<2, 0> : d == 3 ? k_cr6<3, 0> : k_cr6<4, 0>);
@@ -580,8 +496,6 @@ int main(int argc, char **argv) {
     };
     CK(cudaFuncSetAttribute(k_tm<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(0, 16)));
     CK(cudaFuncSetAttribute(k_tm<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tm_smem(2, 16)));
-    CK(cudaFuncSetAttribute(k_tx<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tx_smem(2, 16)));
-    CK(cudaFuncSetAttribute(k_tx<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tx_smem(3, 16)));
     /* the ring kernels' shared memory limits: the deepest ring at the widest K split */
     const int crmax = (int)cr_smem(4, 16), cr6max = (int)cr6_smem(4, 16);
     for (const void *k : {(const void *)k_cr<2, 0>, (const void *)k_cr<3, 0>, (const void *)k_cr<4, 0>,
@@ -599,16 +513,13 @@ int main(int argc, char **argv) {
         vs = {0, 7, 14, 12, 10, 11};
     else if (getenv("KS"))
         vs = {0, 1, 4, 6, 7, 9};
-    else if (getenv("RINGX"))
-        vs = {0, 14, 7, 2, 21, 22};
     else
-        vs = {0, 1, 2, 4, 5, 6, 7, 8, 9, 12, 13, 14, 21, 22};
+        vs = {0, 1, 2, 4, 5, 6, 7, 8, 9, 12, 13, 14};
     int fails = 0;
     bool first = true; /* the first variant's bits are those the others must equal (mmv6 and the prep aside) */
     for (int v : vs) {
         if (ks > MMV_KS_MAX && (v == 0 || v == 10)) continue; /* k_mmvq's launch bound */
         if (ks != mmv_ks(nsb) && v >= 12) continue;            /* k_sk and variant 14 have production's K split */
-        if ((v == 21 || v == 22) && nsb % 4) continue;           /* the sums' alignment (k_tx) */
         CK(cudaMemset(dy, 0xFF, sizeof(float) * n_out));
         run(v, 0, 0);
         CK(cudaDeviceSynchronize());

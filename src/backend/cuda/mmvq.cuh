@@ -939,25 +939,6 @@ __device__ __forceinline__ void mmvq_ring_next(F issue, I i, I n) {
     __syncwarp();         /* and every lane's */
 }
 
-/* MEMRA_MMVQ_PX (k_mmvq_tm's PX = 1, opt-in, session 36, not run yet): a ring slot that carries, after the
- * weights, the super-block's planes and per-limb sums of token 0 (T = 1), copied by the lanes' cp.async after the
- * wait for the prep, so mmvq_sb_lean reads them from shared memory instead of L2 (bench/kernels/sb_lab.cu: 687
- * -> 541 cycles a super-block). 2^-e stays a global load, issued before the slot's wait. The same arithmetic on
- * the same bytes: the default's bits. mmvq_tm_lab's variants 21-22 (bulk copies) are its lab form. */
-#define MMVQ_PXB (MQ_SB_B + MQ_MB_B) /* the planes and sums a PX slot carries after its weights */
-struct mmvq_pxsrc {
-    const uint8_t *x; /* the slot's planes, then its sums */
-    float sxv;
-    __device__ __forceinline__ const uint4 *limbs(int, int limb, int t) const {
-        return (const uint4 *)(x + limb * 256 + t * 64);
-    }
-    __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
-    __device__ __forceinline__ float sx(int) const { return sxv; }
-    __device__ __forceinline__ uint32_t mw(int, int, int hl, int limb, int t) const {
-        return *(const uint32_t *)(x + MQ_SB_B + hl * 24 + limb * 8 + 4 * t);
-    }
-};
-
 /* Launch contract: k_mmvq's (grid, block 32 ks, buf, T <= 2 NP, TL,
  * MINB) for TYPE = Q4_K or Q6_K with every a.W tile-major; dynamic shared
  * memory mmvq_tm_smem_bytes(D, NP, TL, ks, SBB). Warp w: tile(s) as
@@ -965,25 +946,23 @@ struct mmvq_pxsrc {
  * D slots. Q6_K (the lab's k_cr6<D, 1>): slots of 3,360 bytes, the rows'
  * 210-byte blocks read from them by mmvq_raw6::load_sh, mmvq_sb6's
  * arithmetic, so k_mmvq<Q6_K>'s bits on the file's layout. */
-template <int NP, int TL, int MINB, int D, int MAXT = 32 * MMV_KS_MAX, int TYPE = MEMRA_TYPE_Q4_K, int PX = 0>
+template <int NP, int TL, int MINB, int D, int MAXT = 32 * MMV_KS_MAX, int TYPE = MEMRA_TYPE_Q4_K>
 __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_t *__restrict__ buf) {
     constexpr int SBB = (int)tm_sb_stride(TYPE, true); /* a tile's super-block */
-    constexpr int SLOT = TL * SBB + (PX ? MMVQ_PXB : 0);
-    static_assert(!PX || (NP == 1 && TYPE == MEMRA_TYPE_Q4_K), "PX: T = 1, Q4_K");
     using raw = mmvq_raw_t<TYPE>;
-    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][SLOT] rings, then [ks][TL][NP][16][8] floats */
+    extern __shared__ __align__(16) uint8_t mt_sh[]; /* [ks][D][TL][SBB] rings, then [ks][TL][NP][16][8] floats */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
     const int ks = blockDim.x >> 5;
     const uint8_t *hb[TL][2];
     mmvq_tm_tiles<TL, TYPE>(a, hb);
     const int nsb = (int)(a.in / 256);
     const int sb0 = wp * nsb / ks, sb1 = (wp + 1) * nsb / ks, n = sb1 - sb0;
-    uint8_t *ring = mt_sh + (size_t)wp * D * SLOT;
+    uint8_t *ring = mt_sh + (size_t)wp * mmvq_tm_warp_bytes(D, TL, SBB);
     const bool halves = TL == 1 && a.swiglu; /* a slot's 8-row halves from two weights */
     /* every lane: its 16-byte chunks of super-block sb0 + i into slot i % D (tile tl's run at tl SBB) */
     auto issue = [&](int i) {
         const int64_t so = (int64_t)(sb0 + i) * SBB;
-        uint8_t *slot = ring + (i % D) * SLOT;
+        uint8_t *slot = ring + (i % D) * (TL * SBB);
         if (halves) {
             for (int c = lane; c < SBB / 16; c += 32) {
                 const bool h = c >= SBB / 32;
@@ -1007,26 +986,6 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
     pdl_start();
     const uint8_t *planes = buf;
     const float *S = (const float *)(buf + (size_t)a.T * nsb * MQ_SB_B), *sinv = S + (size_t)a.T * nsb * 8;
-    /* PX: the planes and sums of super-block sb0 + i into slot i % D after its weights (T = 1; the sums' region
-     * is 16-byte aligned where nsb % 4 == 0, the launch's condition) */
-    const uint8_t *mbg = (const uint8_t *)(sinv + nsb);
-    auto issue_x = [&](int i) {
-        const int sb = sb0 + i;
-        uint8_t *x = ring + (i % D) * SLOT + TL * SBB;
-        for (int c = lane; c < MMVQ_PXB / 16; c += 32)
-            mmv_cp16(x + 16 * c, c < MQ_SB_B / 16 ? planes + (size_t)sb * MQ_SB_B + 16 * c
-                                                  : mbg + (size_t)sb * MQ_MB_B + 16 * (c - MQ_SB_B / 16));
-    };
-    auto issue_all = [&](int i) {
-        issue(i);
-        if constexpr (PX) issue_x(i);
-    };
-    if constexpr (PX) /* one commit group a slot, as the weights', so the ring's wait counts stay right */
-#pragma unroll
-        for (int k = 0; k < D - 1; k++) {
-            if (k < n) issue_x(k);
-            mmv_cp_commit();
-        }
     float acc[TL][NP][4];
 #pragma unroll
     for (int tl = 0; tl < TL; tl++)
@@ -1036,22 +995,18 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
 #pragma unroll 1
     for (int sb = sb0; sb < sb1; sb++) {
         const int i = sb - sb0;
-        const float sxv = PX ? __ldg(sinv + sb) : 0.0f;
-        mmvq_ring_next<D>(issue_all, i, n);
-        const uint8_t *slot = ring + (i % D) * SLOT;
+        mmvq_ring_next<D>(issue, i, n);
+        const uint8_t *slot = ring + (i % D) * (TL * SBB);
 #pragma unroll
         for (int tl = 0; tl < TL; tl++) cur[tl].load_sh(slot + tl * SBB, g, t);
-        if constexpr (PX) {
-            mmvq_sb_lean<NP, mmvq_pxsrc, TL>(cur, acc, mmvq_pxsrc{slot + TL * SBB, sxv}, a.T, g, t);
-        } else {
-            const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
-            mmvq_sb_raw<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
-        }
+        const mmvq_gsrc src{planes, S, sinv, (size_t)nsb, (size_t)sb};
+        mmvq_sb_raw<NP, mmvq_gsrc, TL>(cur, acc, src, a.T, g, t);
     }
     pdl_trigger();
     int64_t rbase[TL], nrow[TL]; /* only now: fewer registers held over the loop */
     const int wi = mmvq_tile_rows<TL>(a, rbase, nrow);
-    mmvq_finish<NP, TL>(acc, (float *)(mt_sh + (size_t)ks * D * SLOT), a, wi, rbase, nrow, nullptr);
+    mmvq_finish<NP, TL>(acc, (float *)(mt_sh + (size_t)ks * mmvq_tm_warp_bytes(D, TL, SBB)), a, wi, rbase, nrow,
+                        nullptr);
 }
 
 /* ---- k_mmvq_tm2: k_mmvq_tm with two K ranges a warp ----
@@ -1239,14 +1194,6 @@ static bool mmvq_launch_tight(const mmv_args &a, const uint8_t *buf, cudaStream_
     return true;
 }
 
-/* MEMRA_MMVQ_PX=1 (opt-in, not run yet): T = 1 Q4_K launches of k_mmvq_tm's default forms (not the tight, tm3 or
- * tm2 ones: 9b's and 35b-a3b's, few of 27b's) take PX = 1, the planes in the ring's slots (mmvq_pxsrc); rows of
- * a multiple of 1,024 (the sums' alignment). The same bits. */
-static inline bool mmvq_px(const mmv_args &a, int ks) {
-    static int on = -1;
-    return env_opt_in("MEMRA_MMVQ_PX", &on) && a.tm && a.T == 1 && (a.in / 256) % 4 == 0 && !(ks == 6 && mmvq_tm3());
-}
-
 template <int TYPE, int NP, int TL, int MINB>
 static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStream_t s, int ks, bool pdl,
                                   int sms) {
@@ -1254,18 +1201,6 @@ static cudaError_t mmvq_launch_np(const mmv_args &a, const uint8_t *buf, cudaStr
         if (a.tm && mmvq_tight(ks, TYPE, a.blk0[4], sms)) {
             cudaError_t e;
             if (mmvq_launch_tight<TYPE>(a, buf, s, ks, pdl, &e)) return e;
-        }
-    if constexpr (TYPE == MEMRA_TYPE_Q4_K && NP == 1 && TL == 1)
-        if (mmvq_px(a, ks)) {
-            auto bytes = [](int d, int k) {
-                return (size_t)k * d * (Q4K_TM_SB + MMVQ_PXB) + mmvq_smem_bytes(1, 1, k);
-            };
-            if (mmvq_tm_d((int)(a.in / 256), ks, 1) == 4)
-                return mmvq_launch_k<k_mmvq_tm<1, 1, MINB, 4, 32 * MMV_KS_MAX, TYPE, 1>>(a, buf, s, ks, pdl,
-                                                                                       bytes(4, ks),
-                                                                                       bytes(4, MMV_KS_MAX));
-            return mmvq_launch_k<k_mmvq_tm<1, 1, MINB, MMVQ_TM_D, 32 * MMV_KS_MAX, TYPE, 1>>(
-                a, buf, s, ks, pdl, bytes(MMVQ_TM_D, ks), bytes(MMVQ_TM_D, MMV_KS_MAX));
         }
     if constexpr (TYPE == MEMRA_TYPE_Q6_K) { /* a ring of 2 at every length (mmvq_tm_lab: 3 and 4 lost) */
         if (a.tm)
