@@ -57,6 +57,7 @@
 #define MEMRA_BENCH_MMVQ_INKERNEL_CUH
 
 #include "backend/cuda/mmvq.cuh"
+#include "mmvq_sb_ref.cuh"
 
 /* A token's staging area: limb planes [limb][t][sub-block][8 bytes] with a
  * t stride of 80 and a limb stride of 320 bytes, then S_j (8 floats) and

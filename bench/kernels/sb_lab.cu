@@ -34,6 +34,7 @@
 #include <math.h>
 
 #include "backend/cuda/mmvq.cuh"
+#include "mmvq_sb_ref.cuh"
 #include "mmvq_shsrc.cuh"
 #include "lab.cuh"
 

@@ -16,10 +16,8 @@
  *    by an integer multiply-add; per super-block, in fp32, acc_n = fma(d
  *    2^-e, A_n, acc_n) per column (token, limb) and the min term dmin 2^-e
  *    M_n, M_n = sum_j m_j S_jn an exact integer from two more MMAs over the
- *    limb's sub-block sums S_jn (mmvq_sb_lean; mmvq_sb, which the MoE
- *    kernels' staging keeps, puts dmin 2^-e sum_j m_j S_j into the limb-0
- *    column times 2^-16 instead); per row,
- *    after the warps' partial columns are added in warp order, (2^16 acc_0
+ *    limb's sub-block sums S_jn (mmvq_sb_lean); per row, after the warps'
+ *    partial columns are added in warp order, (2^16 acc_0
  *    + 2^8 acc_1) + acc_2. Column n = 3 (token % 2) + limb: one MMA serves
  *    two tokens. Its first super-block's weights are requested before it
  *    waits for the prep (they are constants of the step).
@@ -86,19 +84,6 @@ __device__ __forceinline__ void mmvq_imma(int *c, uint32_t a0, uint32_t a1, uint
     asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t mmvq_byte(uint32_t w, int i) { return (w >> (8 * i)) & 0xFFu; }
-
-/* A Q4_K super-block's min sum M = sum_j m_j S_j, in j order: its 6-bit
- * mins m_j (from the 16-byte head h) against the sub-block sums S_j of x. */
-__device__ __forceinline__ float mmvq_min_sum(const uint4 h, const float (&S)[8]) {
-    const uint32_t mw0 = h.z & 0x3F3F3F3Fu;
-    const uint32_t mw1 = ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u);
-    float M = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; j++) M = fmaf((float)mmvq_byte(j < 4 ? mw0 : mw1, j & 3), S[j], M);
-    return M;
 }
 
 /* Lane L's 8 values v of one (token, super-block), elements 8 L .. 8 L + 7
@@ -263,7 +248,7 @@ struct mmvq_raw {
     }
 };
 
-/* Where mmvq_sb finds one super-block's activations: the prep's planes in
+/* Where mmvq_sb_lean finds one super-block's activations: the prep's planes in
  * global memory (this file), or a warp's staging area in shared memory
  * (bench/kernels/mmvq_inkernel.cuh). limbs(tok, limb, t): lane group t's
  * 64 bytes of a limb plane; sx(tok): 2^-e; s(tok, j): S_j. */
@@ -317,86 +302,6 @@ template <int NP, class SRC>
 __device__ __forceinline__ void mmvq_bload(const SRC &src, const uint4 *const (&bp)[NP], int k, uint4 (&bb)[NP]) {
 #pragma unroll
     for (int p = 0; p < NP; p++) bb[p] = bp[p] ? src.ld(bp[p] + k) : make_uint4(0u, 0u, 0u, 0u);
-}
-
-/* The MMAs and the fp32 update of one super-block (activations from src)
- * for the warp's two tiles w[0], w[1] and token pairs 0..NP-1.
- * acc[tl][p][2 r + e]: tile tl's row g + 8 r, column 2 t + e of pair p. */
-template <int NP, class SRC, int TL = 2>
-__device__ __forceinline__ void mmvq_sb(const mmvq_raw *w, float (*acc)[NP][4], const SRC &src, int T, int g, int t) {
-    uint32_t scw[TL][2][2];
-#pragma unroll
-    for (int tl = 0; tl < TL; tl++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const uint4 h = w[tl].head[r];
-            scw[tl][r][0] = h.y & 0x3F3F3F3Fu;
-            scw[tl][r][1] = (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u);
-        }
-    const uint4 *bp[NP];
-    float sx[NP][2];
-    mmvq_cols<NP>(src, T, g, t, bp, sx);
-    int A[TL][NP][4];
-    mmvq_azero(A);
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        uint4 bb[NP];
-        mmvq_bload<NP>(src, bp, k, bb);
-#pragma unroll
-        for (int tl = 0; tl < TL; tl++) {
-            uint32_t lo[2][2], hi[2][2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const uint2 q = w[tl].qs[r][k];
-                lo[r][0] = q.x & 0x0F0F0F0Fu, lo[r][1] = q.y & 0x0F0F0F0Fu;
-                hi[r][0] = (q.x >> 4) & 0x0F0F0F0Fu, hi[r][1] = (q.y >> 4) & 0x0F0F0F0Fu;
-            }
-            const int j0 = 2 * k, j1 = 2 * k + 1;
-#pragma unroll
-            for (int p = 0; p < NP; p++) {
-                int c0[4] = {0, 0, 0, 0}, c1[4] = {0, 0, 0, 0};
-                mmvq_imma(c0, lo[0][0], lo[1][0], lo[0][1], lo[1][1], bb[p].x, bb[p].y); /* sub-block 2 k */
-                mmvq_imma(c1, hi[0][0], hi[1][0], hi[0][1], hi[1][1], bb[p].z, bb[p].w); /* sub-block 2 k + 1 */
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const int s0 = (int)mmvq_byte(scw[tl][r][j0 >> 2], j0 & 3);
-                    const int s1 = (int)mmvq_byte(scw[tl][r][j1 >> 2], j1 & 3);
-                    A[tl][p][2 * r] += s0 * c0[2 * r] + s1 * c1[2 * r];
-                    A[tl][p][2 * r + 1] += s0 * c0[2 * r + 1] + s1 * c1[2 * r + 1];
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int p = 0; p < NP; p++) {
-        /* the limb-0 columns: t = 0, e = 0 (token 2 p) and t = 1, e = 1 (token 2 p + 1) */
-        const int tm = 2 * p + t;
-        const bool has_m = t < 2 && tm < T;
-        float Sj[8];
-#pragma unroll
-        for (int jj = 0; jj < 8; jj++) Sj[jj] = has_m ? src.s(tm, jj) : 0.0f;
-#pragma unroll
-        for (int tl = 0; tl < TL; tl++)
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const uint4 h = w[tl].head[r];
-                const float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xFFFF)));
-#pragma unroll
-                for (int e = 0; e < 2; e++)
-                    acc[tl][p][2 * r + e] =
-                        fmaf(__fmul_rn(d, sx[p][e]), (float)A[tl][p][2 * r + e], acc[tl][p][2 * r + e]);
-                if (has_m) {
-                    const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
-                    const float M = mmvq_min_sum(h, Sj);
-                    /* - dmin 2^-e M, times 2^-16 for the limb-0 column e = t (exact) */
-#pragma unroll
-                    for (int e = 0; e < 2; e++)
-                        if (e == t)
-                            acc[tl][p][2 * r + e] =
-                                fmaf(-__fmul_rn(__fmul_rn(dmin, sx[p][e]), 1.0f / 65536.0f), M, acc[tl][p][2 * r + e]);
-                }
-            }
-    }
 }
 
 /* s8 x s8 -> s32 (the Q6_K rows below) */
@@ -492,7 +397,7 @@ __device__ __forceinline__ uint32_t mmvq_q6s8(uint32_t lw, uint32_t hw, int c) {
     return x | ((x & 0x20202020u) * 6u);
 }
 
-/* mmvq_sb for Q6_K rows (acc as there) */
+/* mmvq_sb_lean for Q6_K rows (acc as there; no min term) */
 template <int NP, class SRC, int TL = 2>
 __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4], const SRC &src, int T, int g,
                                          int t) {
@@ -550,8 +455,8 @@ __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4]
         }
 }
 
-/* What every Q4_K super-block of the prep's planes takes (k_mmvq, k_mmvq_tm, k_mmvq_tm2): mmvq_sb's work in
- * fewer instructions and a shorter chain.
+/* What every Q4_K super-block of the prep's planes takes (k_mmvq, k_mmvq_tm, k_mmvq_tm2, the MoE int8
+ * kernels): the older mmvq_sb's work (bench/kernels/mmvq_sb_ref.cuh) in fewer instructions and a shorter chain.
  *  - The high nibbles are masked in place (16 q); the low ones' scales are taken times 16, so one integer sum
  *    A = 16 sum_j sc_j (q_j . X) (|A| < 2^30) holds both, shifted back once (A >> 4, exact).
  *  - The 6-bit scales come out by byte permutes.
@@ -560,13 +465,13 @@ __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4]
  *    prep writes (mmvq_convert); |M_n| < 2^22, exact in fp32. No lane loads float S, none waits on a chain of
  *    8 FMAs, and no lanes idle on it.
  *  - Per column: acc = fma(d 2^-e, A, acc), then acc = fma(-dmin 2^-e, M, acc).
- * SRC: mmvq_gsrc's members, with mw(T, tok, hl, limb, t) for the sums' words.
+ * SRC: mmvq_gsrc's members, with mw(T, tok, hl, limb, t) for the sums' words (moe.cu's moe_q8_src: a staging area).
  * Why (bench/results/2026-12-07h-h100.md, H100): one warp's super-block with the weights in shared memory and
  * the planes read from global memory as here, 918 cycles in mmvq_sb and 687 in this (541-559 with the planes in
  * shared memory); full grids of 16 warps an SM 1.46-1.48 and 1.84 x copy (2.04-2.06). Gates
  * (kernels 9b and 27b, model) pass. Decode@0 tok/s, two rounds: 9b q4_k_m 345.9 / 346.3 -> 350.7 / 351.2, 27b
  * q4_k_m 119.4 / 119.3 -> 120.5 / 121.5, 35b-a3b q4_k_m 474.7 / 469.5 -> 473.8 / 477.5. The rounding of the
- * min term differs from mmvq_sb's (which the MoE kernels' staging sources keep): ~1.5e-6 of max |y| apart. */
+ * min term differs from mmvq_sb's: ~1.5e-6 of max |y| apart. */
 template <int NP, class SRC, int TL = 2>
 __device__ __forceinline__ void mmvq_sb_lean(const mmvq_raw *w, float (*acc)[NP][4], const SRC &src, int T, int g,
                                              int t) {
@@ -643,8 +548,8 @@ __device__ __forceinline__ void mmvq_sb_lean(const mmvq_raw *w, float (*acc)[NP]
     }
 }
 
-/* A raw super-block's type by the weight type, and mmvq_sb or mmvq_sb6 by
- * the raw type (k_mmvq, k_mmvq_tm and k_mmvq_tm2 take either) */
+/* A raw super-block's type by the weight type, and mmvq_sb_lean or mmvq_sb6
+ * by the raw type (k_mmvq, k_mmvq_tm and k_mmvq_tm2 take either) */
 template <int TYPE>
 using mmvq_raw_t = typename std::conditional<TYPE == MEMRA_TYPE_Q6_K, mmvq_raw6, mmvq_raw>::type;
 
@@ -652,10 +557,8 @@ template <int NP, class SRC, int TL, class R>
 __device__ __forceinline__ void mmvq_sb_raw(const R *w, float (*acc)[NP][4], const SRC &src, int T, int g, int t) {
     if constexpr (std::is_same<R, mmvq_raw6>::value)
         mmvq_sb6<NP, SRC, TL>(w, acc, src, T, g, t);
-    else if constexpr (std::is_same<SRC, mmvq_gsrc>::value)
-        mmvq_sb_lean<NP, SRC, TL>(w, acc, src, T, g, t);
     else
-        mmvq_sb<NP, SRC, TL>(w, acc, src, T, g, t);
+        mmvq_sb_lean<NP, SRC, TL>(w, acc, src, T, g, t);
 }
 
 /* The block's TL 16-row tiles (TL = 2, k_mmv's mapping: block b of weight
@@ -826,7 +729,7 @@ static inline void mmvq_blocks1(mmv_args *a) {
  *
  * What: k_mmvq for the tile-major layout (common.cuh): the same block and
  * warp layout (the same tiles, the same super-block range per warp), the
- * same arithmetic (mmvq_sb), epilogue (mmvq_finish) and pdl_trigger() after
+ * same arithmetic (mmvq_sb_raw), epilogue (mmvq_finish) and pdl_trigger() after
  * the loop, so every row has k_mmvq's bits on the file's layout. Only the
  * way the weight bytes reach the registers differs: each warp has a ring of
  * D slots in shared memory; a slot holds one super-block of the warp's TL
@@ -1016,7 +919,7 @@ __global__ void __launch_bounds__(MAXT, MINB) k_mmvq_tm(mmv_args a, const uint8_
  * one ring (the second range's first super-blocks are in flight while the
  * first ends), into one accumulator set a range; the ks ranges' partials
  * are added in range order as k_mmvq_tm adds them, so every row has its
- * bits (the same ranges, mmvq_sb per super-block in order, the same sums).
+ * bits (the same ranges, mmvq_sb_raw per super-block in order, the same sums).
  * Why: 27b's ffn_down {17408, 5120} (ks = 8, 320 blocks) runs at 2 blocks
  * of 8 warps an SM (128 registers), 264 at once: 1.21 waves, 48% of copy
  * in ncu (bench/results/2026-12-06f-h100.md). Blocks of 4 warps fit 4 an

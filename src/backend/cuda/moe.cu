@@ -810,14 +810,14 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
  * k_moe_tc_gu2's and k_moe_tc_down's layouts and orders with mmvq.cuh's int8 arithmetic instead of mmv.cuh's
  * fp16 one: each warp converts its super-blocks of the input (xn for gate/up, a slot's act for down) into its
  * own staging area with mmvq_prep_sb (22-bit fixed point in three signed 8-bit limbs, the prep's arithmetic),
- * and mmvq_sb / mmvq_sb6 multiply the raw Q4_K nibbles or Q6_K codes by the limbs (mma.sync m16n8k32 -> s32,
+ * and mmvq_sb_lean / mmvq_sb6 multiply the raw Q4_K nibbles or Q6_K codes by the limbs (mma.sync m16n8k32,
  * exact), as the dense decode matvec does. Why: the fp16 core builds exact fp16 weights and hi + lo
  * activations, ~1,000 instructions a warp and super-block; the stall profiles of k_moe_tc_gu and
  * k_moe_tc_down (bench/results/logs/2026-12-07-run1-stalls.txt) show warps that wait on their own chains,
  * not on DRAM. The integer core is a few times shorter, and the staging costs what mmv_stage costs.
  *
  * Bits: a row's value is, per K range (gate/up) or per (slot, super-block) item (down), the three limb
- * columns of mmvq_sb's fp32 accumulators; the columns are added over the ranges (items of a slot) in order,
+ * columns of their fp32 accumulators; the columns are added over the ranges (items of a slot) in order,
  * then combined as (2^16 c0 + 2^8 c1) + c2 (mmvq_part_sums' order), and the fold is k_moe_tc_down's. Every
  * order depends on H, F and Fs only, never on T, the grid or the selected experts: a token's bits are those
  * of T = 1. They are NOT those of the grouped path (T >= MOE_GRP_MIN_T, the fp16 arithmetic): MoE then has
@@ -832,14 +832,16 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
 
 /* A warp's staging of one (token, super-block): limb planes [limb][q][sub-block][8 bytes] with the lab's
  * padded strides (bench/kernels/mmvq_inkernel.cuh: lanes g < 3, the only ones that load B at T = 1, hit
- * distinct banks), S_j (8 floats) at MQW_S, 2^-e at MQW_SINV. */
+ * distinct banks), S_j (8 floats) at MQW_S, 2^-e at MQW_SINV, the per-limb sub-block sums (MQ_MB_B bytes,
+ * mmvq_sb_lean's min term) at MQW_MB. */
 #define MQW_LIMB 320
 #define MQW_Q 80
 #define MQW_S 960
 #define MQW_SINV 992
-#define MQW_B 1008 /* a multiple of 16 */
+#define MQW_MB 1008
+#define MQW_B (MQW_MB + MQ_MB_B) /* 1056, a multiple of 16 */
 
-/* mmvq_sb's activations from one staging area (token 0 only: a block has one token) */
+/* mmvq_sb_lean's and mmvq_sb6's activations from one staging area (token 0 only: a block has one token) */
 struct moe_q8_src {
     const uint8_t *stg;
     __device__ __forceinline__ const uint4 *limbs(int, int limb, int q) const {
@@ -848,6 +850,10 @@ struct moe_q8_src {
     __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
     __device__ __forceinline__ float sx(int) const { return *(const float *)(stg + MQW_SINV); }
     __device__ __forceinline__ float s(int, int j) const { return ((const float *)(stg + MQW_S))[j]; }
+    /* mmvq_gsrc::mw's word, from the staging area */
+    __device__ __forceinline__ uint32_t mw(int, int, int hl, int limb, int t) const {
+        return *(const uint32_t *)(stg + MQW_MB + hl * 24 + limb * 8 + 4 * t);
+    }
 };
 
 /* Super-block sb of the row x (lane L: elements 8 L .. 8 L + 7) into the staging area stg. */
@@ -855,7 +861,7 @@ __device__ __forceinline__ void moe_q8_stage(const float *__restrict__ x, int sb
     const float4 *xp = (const float4 *)(x + (int64_t)sb * 256 + 8 * lane);
     const float4 u0 = __ldg(xp), u1 = __ldg(xp + 1), z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     mmvq_prep_sb<MQW_LIMB, MQW_Q>(u0, u1, z, z, false, 1.0f, lane, stg, (float *)(stg + MQW_S),
-                                  (float *)(stg + MQW_SINV));
+                                  (float *)(stg + MQW_SINV), stg + MQW_MB);
 }
 
 /* Lane (g, q)'s limb columns 0..2 of its C fragment (rows g, g + 8) into part[row][3] */
@@ -917,7 +923,7 @@ __global__ void __launch_bounds__(64 * KS, MINB)
         if (i < n) {
             mmvq_raw cur;
             cur.load_sh(wsh + i * (16 * 144), gid, tig);
-            mmvq_sb<1, moe_q8_src, 1>(&cur, acc, moe_q8_src{stg + i * MQW_B}, 1, gid, tig);
+            mmvq_sb_lean<1, moe_q8_src, 1>(&cur, acc, moe_q8_src{stg + i * MQW_B}, 1, gid, tig);
         }
     moe_q8_part(acc[0][0], part[tl][kr], gid, tig);
     __syncthreads();
@@ -968,7 +974,7 @@ __global__ void __launch_bounds__(32 * MOE_TC_DN_WARPS)
             w.load(row0, row1, sb, tig);
             moe_q8_stage(xa, sb, lane, stg);
             __syncwarp();
-            mmvq_sb<1, moe_q8_src, 1>(&w, acc, moe_q8_src{stg}, 1, gid, tig);
+            mmvq_sb_lean<1, moe_q8_src, 1>(&w, acc, moe_q8_src{stg}, 1, gid, tig);
         } else {
             mmvq_raw6 w;
             w.load(row0, row1, sb, tig);
