@@ -25,11 +25,15 @@
  *  V4 mmvq_sb_lean with the planes from global memory, as k_mmvq_tm reads
  *     them: bit-equal to V2
  *  V5, V6 a Q6_K tile (production's tile-major form, 3,360 bytes a
- *     super-block) through mmvq_sb6, the planes from global or shared
- *     memory (bit-equal to each other; added after run 4, not run yet)
+ *     super-block) through production's mmvq_sb6, the planes from global
+ *     or shared memory (bit-equal to each other)
+ *  V7, V8 the same through mmvq_sb6_split (mmvq_sb_ref.cuh; one MMA a
+ *     sub-block, the halves' sums in separate B columns), planes global or
+ *     shared: both bit-equal to V5. Session 37 (2026-12-07i): 1467 -> 1179
+ *     cycles, 1.02 -> 1.27 x copy at 16 warps an SM; slower in the 9b step
  * Run 3 of bench/results/2026-12-07h-h100.md ran V0-V3 with V2 as a copy of
  * the same arithmetic inside this file (the sums' words laid out per lane);
- * V4 was added after it and has not run.
+ * V4 was added after it (first run in run 4 there).
  *   BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh sb_lab */
 #include <math.h>
 
@@ -80,8 +84,12 @@ __global__ void __launch_bounds__(256) k_sb(const uint8_t *tile, const uint8_t *
             cur6[0].load_sh(slot, g, t);
             if constexpr (V == 5)
                 mmvq_sb6<1, mmvq_gsrc, 1>(cur6, acc, gsrc, 1, g, t);
-            else
+            else if constexpr (V == 6)
                 mmvq_sb6<1, mmvq_shsrc, 1>(cur6, acc, ssrc, 1, g, t);
+            else if constexpr (V == 7)
+                mmvq_sb6_split<1, mmvq_gsrc, 1>(cur6, acc, gsrc, 1, g, t);
+            else
+                mmvq_sb6_split<1, mmvq_shsrc, 1>(cur6, acc, ssrc, 1, g, t);
             continue;
         }
         mmvq_raw cur[1];
@@ -134,14 +142,15 @@ int main(void) {
     printf("sb_lab: one 16-row Q4_K tile of %d super-blocks in shared memory, T = 1; copy %.0f GB/s; %d SMs\n", nsb,
            copy, nsm);
     using kt = decltype(&k_sb<0>);
-    const kt ks[7] = {k_sb<0>, k_sb<1>, k_sb<2>, k_sb<3>, k_sb<4>, k_sb<5>, k_sb<6>};
-    const char *name[7] = {"V0 mmvq_sb, planes global",      "V1 mmvq_sb, planes shared",
+    const kt ks[9] = {k_sb<0>, k_sb<1>, k_sb<2>, k_sb<3>, k_sb<4>, k_sb<5>, k_sb<6>, k_sb<7>, k_sb<8>};
+    const char *name[9] = {"V0 mmvq_sb, planes global",      "V1 mmvq_sb, planes shared",
                            "V2 mmvq_sb_lean, shared",        "V3 no arithmetic",
                            "V4 mmvq_sb_lean, planes global", "V5 Q6_K mmvq_sb6, planes global",
-                           "V6 Q6_K mmvq_sb6, planes shared"};
+                           "V6 Q6_K mmvq_sb6, planes shared", "V7 Q6_K mmvq_sb6_split, global",
+                           "V8 Q6_K mmvq_sb6_split, shared"};
     float ref[16], ref2[16], ref6[16], got[16];
     int fails = 0;
-    for (int v = 0; v < 7; v++) {
+    for (int v = 0; v < 9; v++) {
         const int tb = v >= 5 ? Q6K_TM_SB : Q4K_TM_SB;
         const uint8_t *tile = v >= 5 ? dtile6 : dtile;
         const size_t sm = sb_smem(nsb, 8, tb);
@@ -163,10 +172,10 @@ int main(void) {
         if (v == 1) fails += !same;
         if (v == 2) fails += !(md <= 1e-5 * mr);
         if (v == 4) fails += !same2;
-        if (v == 6) fails += !!memcmp(got, ref6, sizeof ref6);
+        if (v >= 6) fails += !!memcmp(got, ref6, sizeof ref6);
         if (v >= 5)
             printf("%-32s latency %6.0f cycles a super-block (1 warp, 3,360 bytes)%s\n", name[v], (double)c / 256,
-                   v == 6 ? (memcmp(got, ref6, sizeof ref6) ? "  NOT bit-equal to V5" : "  bit-equal to V5") : "");
+                   v >= 6 ? (memcmp(got, ref6, sizeof ref6) ? "  NOT bit-equal to V5" : "  bit-equal to V5") : "");
         else
             printf("%-32s latency %6.0f cycles a super-block (1 warp)  vs V0: %s (max diff %.2e of %.2e)%s\n",
                    name[v], (double)c / 256, same ? "bit-equal" : "differs", md, mr,
