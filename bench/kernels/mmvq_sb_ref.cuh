@@ -131,22 +131,13 @@ __device__ __forceinline__ void mmvq_sb6_split(const mmvq_raw6 *w, float (*acc)[
         mmvq_bload<NT>(src, bq, k, bb);
 #pragma unroll
         for (int tl = 0; tl < TL; tl++) {
-            uint32_t sw[2]; /* [row]: scales 4 k .. 4 k + 3, from lane (g, k) */
-#pragma unroll
-            for (int r = 0; r < 2; r++) sw[r] = __shfl_sync(0xFFFFFFFFu, w[tl].sc[r], 4 * g + k);
+            uint32_t sw[2];
+            mmvq_q6_scales(w[tl], g, k, sw);
 #pragma unroll
             for (int hj = 0; hj < 2; hj++) { /* sub-block j = 2 k + hj */
-                const int j = 2 * k + hj, h = j >> 2, c = j & 3;
-                uint32_t a[2][2]; /* [row][bytes 0-3, 4-7] */
+                uint32_t a[2][2];
                 int s0[2], s1[2];
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    a[r][0] = mmvq_q6s8(w[tl].ql[r][h][c & 1].x, w[tl].qh[r][h].x, c);
-                    a[r][1] = mmvq_q6s8(w[tl].ql[r][h][c & 1].y, w[tl].qh[r][h].y, c);
-                    /* scales 2 j, 2 j + 1: bytes 2 hj, 2 hj + 1 of sw */
-                    s0[r] = (int)(int8_t)(uint8_t)(sw[r] >> (16 * hj));
-                    s1[r] = (int)(int8_t)(uint8_t)(sw[r] >> (16 * hj + 8));
-                }
+                mmvq_q6_sub(w[tl], sw, k, hj, a, s0, s1);
 #pragma unroll
                 for (int k2 = 0; k2 < NT; k2++) {
                     if (k2 >= T) break; /* uniform */

@@ -397,7 +397,27 @@ __device__ __forceinline__ uint32_t mmvq_q6s8(uint32_t lw, uint32_t hw, int c) {
     return x | ((x & 0x20202020u) * 6u);
 }
 
-/* mmvq_sb_lean for Q6_K rows (acc as there; no min term) */
+/* Rows g, g + 8's scales 4 k .. 4 k + 3 (sw[row]) for mmvq_sb6's k-th step: from lane (g, k), which loaded them */
+__device__ __forceinline__ void mmvq_q6_scales(const mmvq_raw6 &w, int g, int k, uint32_t (&sw)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) sw[r] = __shfl_sync(0xFFFFFFFFu, w.sc[r], 4 * g + k);
+}
+
+/* Sub-block j = 2 k + hj of rows g, g + 8 for the MMAs: the s8 words of q - 32 (a[row][bytes 0-3, 4-7]) and the
+ * scales 2 j, 2 j + 1 (s0[row], s1[row]: bytes 2 hj, 2 hj + 1 of sw) */
+__device__ __forceinline__ void mmvq_q6_sub(const mmvq_raw6 &w, const uint32_t (&sw)[2], int k, int hj,
+                                            uint32_t (&a)[2][2], int (&s0)[2], int (&s1)[2]) {
+    const int j = 2 * k + hj, h = j >> 2, c = j & 3;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        a[r][0] = mmvq_q6s8(w.ql[r][h][c & 1].x, w.qh[r][h].x, c);
+        a[r][1] = mmvq_q6s8(w.ql[r][h][c & 1].y, w.qh[r][h].y, c);
+        s0[r] = (int)(int8_t)(uint8_t)(sw[r] >> (16 * hj));
+        s1[r] = (int)(int8_t)(uint8_t)(sw[r] >> (16 * hj + 8));
+    }
+}
+
+/* The Q6_K super-block (acc as mmvq_sb_lean's; Q6_K has no min term) */
 template <int NP, class SRC, int TL = 2>
 __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4], const SRC &src, int T, int g,
                                          int t) {
@@ -413,22 +433,13 @@ __device__ __forceinline__ void mmvq_sb6(const mmvq_raw6 *w, float (*acc)[NP][4]
         mmvq_bload<NP>(src, bp, k, bb);
 #pragma unroll
         for (int tl = 0; tl < TL; tl++) {
-            uint32_t sw[2]; /* [row]: scales 4 k .. 4 k + 3, from lane (g, k) */
-#pragma unroll
-            for (int r = 0; r < 2; r++) sw[r] = __shfl_sync(0xFFFFFFFFu, w[tl].sc[r], 4 * g + k);
+            uint32_t sw[2];
+            mmvq_q6_scales(w[tl], g, k, sw);
 #pragma unroll
             for (int hj = 0; hj < 2; hj++) { /* sub-block j = 2 k + hj */
-                const int j = 2 * k + hj, h = j >> 2, c = j & 3;
-                uint32_t a[2][2]; /* [row][bytes 0-3, 4-7] */
+                uint32_t a[2][2];
                 int s0[2], s1[2];
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    a[r][0] = mmvq_q6s8(w[tl].ql[r][h][c & 1].x, w[tl].qh[r][h].x, c);
-                    a[r][1] = mmvq_q6s8(w[tl].ql[r][h][c & 1].y, w[tl].qh[r][h].y, c);
-                    /* scales 2 j, 2 j + 1: bytes 2 hj, 2 hj + 1 of sw */
-                    s0[r] = (int)(int8_t)(uint8_t)(sw[r] >> (16 * hj));
-                    s1[r] = (int)(int8_t)(uint8_t)(sw[r] >> (16 * hj + 8));
-                }
+                mmvq_q6_sub(w[tl], sw, k, hj, a, s0, s1);
 #pragma unroll
                 for (int p = 0; p < NP; p++) {
                     const uint32_t b0 = hj ? bb[p].z : bb[p].x, b1 = hj ? bb[p].w : bb[p].y;
