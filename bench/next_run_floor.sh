@@ -1,8 +1,8 @@
 #!/bin/bash
 # Session 37 (written, not run: no device time left; ~2 min on an H100): production's int8 pair against a plain
-# read of the same bytes, on one machine: stream_lab (read-only kernels back to back, in a graph, in a graph with PDL; 14-834 MB), then
-# mmvq_tm_lab SWEEP=1 (variant 14: production's tile-major pair; 10: the matvec alone; 11: the prep alone) on
-# 9b's decode shapes. Every output of mmvq_tm_lab must be memcmp-equal to variant 0's.
+# read of the same bytes, on one machine: stream_lab (read-only kernels back to back, in a graph, in a graph with
+# PDL; 14-834 MB), then mmvq_tm_lab SWEEP=1 (variant 14: production's tile-major pair; 10: the matvec alone; 11:
+# the prep alone) on 9b's decode shapes. Every output of mmvq_tm_lab must be memcmp-equal to variant 0's.
 #   Device:      OUT=$OUT bash bench/next_run_floor.sh   (carry .bin)
 set -u
 T0=$(date +%s)
