@@ -3,6 +3,8 @@
 # read of the same bytes, on one machine: stream_lab (read-only kernels back to back, in a graph, in a graph with
 # PDL; 14-834 MB), then mmvq_tm_lab SWEEP=1 (variant 14: production's tile-major pair; 10: the matvec alone; 11:
 # the prep alone) on 9b's decode shapes. Every output of mmvq_tm_lab must be memcmp-equal to variant 0's.
+#   Build here:  for l in stream_lab mmvq_tm_lab; do BUILD=build-lab REBUILD=1 bash bench/kernels/lab.sh $l &&
+#                  strip -o .bin/$l build-lab/$l; done; xz -T2 -6 -f .bin/stream_lab .bin/mmvq_tm_lab
 #   Device:      OUT=$OUT bash bench/next_run_floor.sh   (carry .bin)
 set -u
 T0=$(date +%s)
