@@ -849,7 +849,6 @@ struct moe_q8_src {
     }
     __device__ __forceinline__ uint4 ld(const uint4 *p) const { return *p; }
     __device__ __forceinline__ float sx(int) const { return *(const float *)(stg + MQW_SINV); }
-    __device__ __forceinline__ float s(int, int j) const { return ((const float *)(stg + MQW_S))[j]; }
     /* mmvq_gsrc::mw's word, from the staging area */
     __device__ __forceinline__ uint32_t mw(int, int, int hl, int limb, int t) const {
         return *(const uint32_t *)(stg + MQW_MB + hl * 24 + limb * 8 + 4 * t);
