@@ -461,6 +461,7 @@ int main(int argc, char **argv) {
     /* CHAIN_KSP: the streamer's K split (default production's ks; another one adds the partials in another
      * order, so its outputs are checked against the CPU reference, not by memcmp) */
     const int ksp = getenv("CHAIN_KSP") ? atoi(getenv("CHAIN_KSP")) : ks;
+    bool R_ok = true;
     if (npw < 1 || npw > CHAIN_NPMAX || cu < 1 || ksp < 1 || ksp > nsb || nsb % cu) {
         printf("chain_lab: CHAIN_NP 1..%d, CHAIN_KSP 1..nsb = %d, CHAIN_CU dividing nsb\n", CHAIN_NPMAX, nsb);
         return 1;
@@ -472,11 +473,23 @@ int main(int argc, char **argv) {
         if (NC == 16) return nobar ? k_chain_st<16, 1> : k_chain_st<16, 0>;
         return nobar ? k_chain_st<8, 1> : k_chain_st<8, 0>;
     };
+    /* A consumer must never wait on a slot two rounds ahead of its last completed round: mbarrier parity waits
+     * cannot tell round r from round r - 2, so it would read the older unit's bytes and arrive on its empty
+     * barrier twice (what hung runs 2-3 on {12288, 4096}). With the NC consumers on consecutive items, the
+     * furthest is NC items past the lowest unread super-block; refuse rings shorter than that. */
+    {
+        const int il = nsb / ksp, span = (NC * il - 1 + (il % cu ? cu - 1 : 0)) / cu;
+        if (span > R - 1) {
+            printf("stream: ring of %d units too short for %d consumers on items of %d super-blocks (needs > %d)\n",
+                   R, NC, il, span);
+            R_ok = false;
+        }
+    }
     const int ntile = (int)(n_out / 16), ntmax = (ntile - 1) / nsm + 1;
     const size_t ssm = (size_t)R * cu * Q4K_TM_SB + (size_t)ntmax * ksp * 512 + 16 * (size_t)R;
     printf("stream: grid %d x (%d + %d) warps, ring %d x %d bytes, K split %d, %zu bytes of shared memory\n", nsm, NC,
            npw, R, cu * Q4K_TM_SB, ksp, ssm);
-    for (int nobar = 0; nobar < 2 && ssm <= 232448 && R >= 1; nobar++) {
+    for (int nobar = 0; nobar < 2 && ssm <= 232448 && R >= 1 && R_ok; nobar++) {
         CK(cudaFuncSetAttribute(skern(nobar), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ssm));
         auto run = [&]() {
             CK(cudaMemsetAsync(ctr, 0, sizeof(unsigned) * CHAIN_CTR, 0));
@@ -500,7 +513,7 @@ int main(int argc, char **argv) {
     }
     /* the real chain (n_out >= in): base pairs whose input is the previous pair's output, against the streamer
      * with its in-block prep (stream-prep); the last phase's outputs compared */
-    if (n_out >= in && ssm + (size_t)nsb * (MQ_SB_B + 36 + MQ_MB_B) <= 232448) {
+    if (n_out >= in && R_ok && ssm + (size_t)nsb * (MQ_SB_B + 36 + MQ_MB_B) <= 232448) {
         float *yb;
         CK(cudaMalloc(&yb, sizeof(float) * n_out * P));
         int k = 0;
