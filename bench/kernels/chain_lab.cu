@@ -224,10 +224,10 @@ __global__ void __launch_bounds__(32 * MMV_KS_MAX, 1)
 template <int NC, int NOBAR, int PREP = 0>
 __global__ void __launch_bounds__(32 * (NC + CHAIN_NPMAX), 1)
     k_chain_st(mmv_args a, const uint8_t *const *__restrict__ Wp, int P, const uint8_t *__restrict__ buf,
-               unsigned *ctr, int nsub, int R, float *ybuf, int npw, int cu, int pk, int ksp) {
+               unsigned *ctr, int nsub, int R, float *ybuf, int npw, int cu, int pk, int ks) {
     extern __shared__ __align__(128) uint8_t st_sh[];
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wp = threadIdx.x >> 5;
-    const int nsb = (int)(a.in / 256), ks = ksp; /* the K split: production's mmv_ks, or CHAIN_KSP */
+    const int nsb = (int)(a.in / 256); /* ks: the K split, production's mmv_ks or CHAIN_KSP */
     const int ntile = (int)(a.n_out[0] / 16), G = (int)gridDim.x, b = (int)blockIdx.x;
     const int nt = b < ntile ? (ntile - 1 - b) / G + 1 : 0, nit = nt * ks;
     uint8_t *ring = st_sh;
@@ -336,26 +336,6 @@ __global__ void __launch_bounds__(32 * (NC + CHAIN_NPMAX), 1)
     }
 }
 
-/* The median of 7 timed launches of one persistent kernel (what run enqueues on stream 0), in us */
-template <class F>
-static double launch_us(F run) {
-    float ms[7];
-    cudaEvent_t e1, e2;
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventCreate(&e2));
-    for (int r = 0; r < 7; r++) {
-        CK(cudaEventRecord(e1, 0));
-        run();
-        CK(cudaEventRecord(e2, 0));
-        CK(cudaEventSynchronize(e2));
-        CK(cudaEventElapsedTime(&ms[r], e1, e2));
-    }
-    CK(cudaGetLastError());
-    qsort(ms, 7, sizeof ms[0], lab_cmp_f);
-    cudaEventDestroy(e1), cudaEventDestroy(e2);
-    return ms[3] * 1e3;
-}
-
 int main(int argc, char **argv) {
     const int64_t in = argc > 2 ? atoll(argv[1]) : 4096, n_out = argc > 2 ? atoll(argv[2]) : 12288;
     const int D = getenv("CHAIN_D") ? atoi(getenv("CHAIN_D")) : 4, P = getenv("P") ? atoi(getenv("P")) : 64;
@@ -447,7 +427,7 @@ int main(int argc, char **argv) {
         lab_get(hv, dy, n_out);
         const bool same = !memcmp(hv, hp, sizeof(float) * n_out);
         fails += !same;
-        const double us = launch_us([&]() { chain(prep, 0); }) / P;
+        const double us = lab_time_us<7, false>([&]() { chain(prep, 0); }) / P;
         printf("%-10s %8.2f us a pair %4.0f%%  == base %s\n", prep ? "chain" : "chain-np", us, pct(us),
                same ? "yes" : "NO");
     }
@@ -503,7 +483,7 @@ int main(int argc, char **argv) {
         const bool same = !memcmp(hv, hp, sizeof(float) * n_out);
         const double es = lab_err(hv, refn, n_out, mrefn);
         fails += ksp == ks ? !same : !(es <= 1e-5);
-        const double us = launch_us([&]() { run(); }) / P;
+        const double us = lab_time_us<7, false>([&]() { run(); }) / P;
         if (ksp != ks)
             printf("%-12s %8.2f us a pair %4.0f%%  err %.2e %s (K split %d: other bits than base)\n",
                    nobar ? "stream-nobar" : "stream", us, pct(us), es, es <= 1e-5 ? "ok" : "FAIL", ksp);
@@ -549,7 +529,7 @@ int main(int argc, char **argv) {
             dm = d > dm || d != d ? d : dm, am = fabs(hp[i]) > am ? fabs(hp[i]) : am;
         }
         fails += ksp == ks ? !same : !(dm <= 1e-4 * am);
-        const double us = launch_us([&]() { run(); }) / P;
+        const double us = lab_time_us<7, false>([&]() { run(); }) / P;
         if (ksp != ks)
             printf("%-12s %8.2f us a pair %4.0f%%  vs base-chain %.2e of max %s (K split %d: other bits)\n",
                    "stream-prep", us, pct(us), am > 0 ? dm / am : dm, dm <= 1e-4 * am ? "ok" : "FAIL", ksp);

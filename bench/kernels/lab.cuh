@@ -172,18 +172,18 @@ static inline int lab_cmp_f(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Median microseconds of 15 runs of launch() on stream 0, each after a
- * 256 MiB memset that flushes L2; one launch each, so launch latency is
- * included. */
-template <class F>
+/* Median microseconds of REPS runs of launch() on stream 0, each after a
+ * 256 MiB memset that flushes L2 (FLUSH; chain_lab's persistent kernels time
+ * 7 runs without it); one launch each, so launch latency is included. */
+template <int REPS = 15, bool FLUSH = true, class F>
 static double lab_time_us(F launch) {
-    enum { reps = 15 };
+    enum { reps = REPS };
     float ms[reps];
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
     for (int i = 0; i < reps; i++) {
-        CK(cudaMemsetAsync(lab_flush_buf, i, lab_flush_bytes, 0));
+        if (FLUSH) CK(cudaMemsetAsync(lab_flush_buf, i, lab_flush_bytes, 0));
         CK(cudaEventRecord(a, 0));
         launch();
         CK(cudaEventRecord(b, 0));
