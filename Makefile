@@ -11,6 +11,8 @@ CUDA_ARCH ?= sm_90a
 BUILD   ?= build
 SAN     ?= 0
 NOCUDA  ?= 0
+# TIMELINE=1: the kernel timeline diagnostic (`memra bench --timeline`; common.cuh)
+TIMELINE ?= 0
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation
 CFLAGS  ?= -O2 -g
@@ -52,6 +54,9 @@ else
   CUDA_SM := $(patsubst sm_%,%,$(CUDA_ARCH))
   NVFLAGS := -O3 -g -std=c++17 -gencode=arch=compute_$(CUDA_SM),code=sm_$(CUDA_SM) -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wno-unused-parameter \
              -Werror all-warnings -Iinclude -Isrc -MMD -MP --expt-relaxed-constexpr
+  ifeq ($(TIMELINE),1)
+    NVFLAGS += -DMEMRA_TIMELINE=1
+  endif
   CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.o)
   LDLIBS  += -L$(CUDA)/lib64 -lcudart_static -ldl -lrt -lstdc++
   CFLAGS  += -DMEMRA_CUDA=1

@@ -63,6 +63,7 @@ typedef struct bench_opts {
     uint64_t seed;
     int csv;
     int profile;
+    const char *timeline; /* --timeline PREFIX: the kernel timeline of each depth's decode */
 } bench_opts;
 
 typedef struct bench {
@@ -356,10 +357,26 @@ static memra_status bench_decode(bench *B, int32_t depth, memra_error *err) {
     if (!t) return memra_errorf(err, MEMRA_ERR_NOMEM, "out of memory");
     fill_random(B, depth + N);
     memra_status s = depth > 0 ? prefill(B, depth, err) : MEMRA_OK;
+    memra_backend *be = B->be;
+    const int32_t tl_from = N / 4; /* the timeline leaves out the first steps (capture, warm-up) */
+    if (B->o.timeline && !be->ops->timeline_begin)
+        s = memra_errorf(err, MEMRA_ERR_UNSUPPORTED, "--timeline: backend %s has no kernel timeline", be->name);
     for (int32_t i = 0; s == MEMRA_OK && i < N; i++) {
+        if (B->o.timeline && i == tl_from && (s = be->ops->timeline_begin(be)) != MEMRA_OK) {
+            memra_errorf(err, s, "--timeline: %s", be->ops->last_error(be));
+            break;
+        }
         double t0 = now_s();
         s = decode_step(B, B->toks[depth + i], depth + i, err);
         t[i] = now_s() - t0;
+    }
+    if (s == MEMRA_OK && B->o.timeline) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s-d%d.csv", B->o.timeline, depth);
+        fprintf(B->human, "decode kernel timeline at depth %d, steps %d-%d (launches: %s):\n", depth, tl_from, N - 1,
+                path);
+        s = be->ops->timeline_end(be, B->human, path, N - tl_from);
+        if (s != MEMRA_OK) memra_errorf(err, s, "--timeline: %s", be->ops->last_error(be));
     }
     if (s == MEMRA_OK && B->o.profile) s = profile_step(B, B->toks + depth + N - 1, 1, depth + N - 1, err);
     if (s == MEMRA_OK) s = check_logits(B, "decode", err);
@@ -389,6 +406,7 @@ static void usage(FILE *f) {
             "usage: memra bench -m FILE [--backend cuda|cpu] [--threads N] [--device N]\n"
             "                   [--prefill 512,8192] [--depth 0,4096] [--decode-tokens 64] [--reps N]\n"
             "                   [--copy-mib N] [--chunk N] [--ctx N] [--seed N] [--csv] [--profile]\n"
+            "                   [--timeline PREFIX]\n"
             "\n"
             "Measures the backend's copy bandwidth (the ceiling), prefill tok/s for each length and\n"
             "batch-1 decode tok/s at each depth, with the bytes a decode step must read and the\n"
@@ -410,7 +428,11 @@ static void usage(FILE *f) {
             "  --csv             CSV lines on stdout (the table moves to stderr)\n"
             "  --profile         after each depth's decode, time every op of one more (uncaptured)\n"
             "                    step and print the time per op; after each prefill, the same for\n"
-            "                    its first chunk\n");
+            "                    its first chunk\n"
+            "  --timeline PREFIX per depth, every kernel launch of the last 3/4 of the decode steps\n"
+            "                    (captured, as timed): what each kernel takes after its wait and\n"
+            "                    between launches, a table per kernel and PREFIX-dDEPTH.csv per\n"
+            "                    launch (CUDA built with make TIMELINE=1)\n");
 }
 
 static int parse(bench_opts *o, int argc, char **argv) {
@@ -459,6 +481,8 @@ static int parse(bench_opts *o, int argc, char **argv) {
             if (o->ctx < 1 || o->ctx > (1 << 24)) goto bad;
         } else if (!strcmp(a, "--seed") && has) {
             o->seed = strtoull(v, NULL, 10);
+        } else if (!strcmp(a, "--timeline") && has) {
+            o->timeline = v;
         } else if (!strcmp(a, "--profile")) {
             o->profile = 1;
             continue;

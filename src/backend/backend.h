@@ -265,6 +265,16 @@ typedef struct memra_backend_ops {
     memra_status (*prof_begin)(memra_backend *be);
     memra_status (*prof_mark)(memra_backend *be, const char *label);
     memra_status (*prof_end)(memra_backend *be, FILE *f);
+    /* Kernel timeline for `memra bench --timeline` (optional; the CUDA
+     * backend has it when built with `make TIMELINE=1` and answers
+     * MEMRA_ERR_UNSUPPORTED otherwise): timeline_begin starts recording
+     * every block of every kernel, captured graphs included (call it outside
+     * a capture); timeline_end stops, waits for the device, prints per
+     * kernel and grid size what the launches took after their waits and
+     * between them to f (per step where steps > 0: the steps recorded) and,
+     * when csv is not NULL, writes one row per launch to that file. */
+    memra_status (*timeline_begin)(memra_backend *be);
+    memra_status (*timeline_end)(memra_backend *be, FILE *f, const char *csv, int steps);
     /* Message of the last failed op (ops take no memra_error); optional. */
     const char *(*last_error)(memra_backend *be);
 } memra_backend_ops;

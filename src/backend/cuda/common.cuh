@@ -204,12 +204,86 @@ memra_status cuda_xs_reserve(memra_backend *be, size_t bytes); /* the same for x
 extern int cuda_pdl; /* 1: launch with PDL (sm_90+ unless MEMRA_PDL=0), set at backend init */
 extern int cuda_sm90; /* 1: the device has PDL (sm_90+): mmvq.cuh's pairs use it whatever cuda_pdl */
 
-/* Every kernel's first statement. */
-__device__ __forceinline__ void pdl_start(void) {
+/* The wait itself: griddepcontrol.wait (pdl_start below). */
+__device__ __forceinline__ void pdl_wait_(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+
+#ifndef MEMRA_TIMELINE
+/* Every kernel's first statement. */
+__device__ __forceinline__ void pdl_start(void) { pdl_wait_(); }
+#else
+/* ---- the kernel timeline (`make TIMELINE=1`, `memra bench --timeline`; prof.cu) ----
+ *
+ * A diagnostic build: pdl_start() also declares a guard in the kernel's
+ * top-level scope, so thread 0 of every block stamps the global timer when
+ * the block arrives at pdl_start (before the wait), when the wait returns
+ * and when the guard goes out of scope (thread 0 leaves the kernel), and
+ * appends one record with the launch's %gridid and the kernel's name. From
+ * these prof.cu tells, inside the captured step with PDL as it runs, how
+ * long each kernel works after its wait and how long the next one's wait
+ * then takes to return. Costs a few registers, one atomic a block (before
+ * the wait) and a few stores as thread 0 leaves, so its step is a little
+ * slower than the plain build's: time both in one run. */
+typedef struct cuda_tl_rec {
+    unsigned long long grid, t2; /* %gridid; the exit stamp (ns) */
+    const char *name;            /* the kernel's __PRETTY_FUNCTION__ (a device address) */
+    unsigned t0, t1;             /* low 32 bits of the arrival and wait-return stamps */
+    unsigned blk, sm;
+} cuda_tl_rec;
+typedef struct cuda_tl_buf {
+    unsigned n, cap, on, pad;
+    cuda_tl_rec rec[1]; /* cap records */
+} cuda_tl_buf;
+
+/* Each .cu file has its own copy (no relocatable device code); prof.cu binds
+ * every copy through the registered binders before the first capture. */
+static __device__ cuda_tl_buf *cuda_tl_dev;
+typedef cudaError_t (*cuda_tl_binder)(cuda_tl_buf *buf);
+int cuda_tl_register(cuda_tl_binder b);
+static cudaError_t cuda_tl_bind_here(cuda_tl_buf *buf) {
+    return cudaMemcpyToSymbol(cuda_tl_dev, &buf, sizeof buf);
+}
+static const int cuda_tl_registered = cuda_tl_register(cuda_tl_bind_here);
+
+__device__ __forceinline__ unsigned long long cuda_tl_now(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Thread 0 reserves its block's record before the wait (the atomic's round
+ * trip overlaps it), so that leaving costs only the stamp and the stores. */
+struct cuda_tl_guard {
+    const char *name;
+    cuda_tl_rec *r;
+    unsigned t0, t1;
+    __device__ __forceinline__ explicit cuda_tl_guard(const char *n) : name(n), r(nullptr), t0(0), t1(0) {
+        if (threadIdx.x | threadIdx.y | threadIdx.z) return;
+        t0 = (unsigned)cuda_tl_now();
+        cuda_tl_buf *b = cuda_tl_dev;
+        if (!b || !*(volatile unsigned *)&b->on) return;
+        const unsigned i = atomicAdd(&b->n, 1u);
+        if (i < b->cap) r = &b->rec[i];
+    }
+    __device__ __forceinline__ ~cuda_tl_guard() {
+        if (!r) return;
+        const unsigned long long t2 = cuda_tl_now();
+        unsigned long long g;
+        unsigned sm;
+        asm volatile("mov.u64 %0, %%gridid;" : "=l"(g));
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        r->grid = g, r->t2 = t2, r->name = name, r->t0 = t0, r->t1 = t1;
+        r->blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z), r->sm = sm;
+    }
+};
+#define pdl_start()                                        \
+    cuda_tl_guard cuda_tl_g_(__PRETTY_FUNCTION__);         \
+    pdl_wait_();                                           \
+    cuda_tl_g_.t1 = (unsigned)cuda_tl_now()
+#endif
 
 /* Lets the next kernel launch once every block of this one has passed here
  * (or exited); that kernel still waits in pdl_start() for this one's

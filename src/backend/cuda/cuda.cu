@@ -452,6 +452,8 @@ static void cuda_ops_fill(memra_backend_ops *o) {
     o->prof_begin = cuda_prof_begin;
     o->prof_mark = cuda_prof_mark;
     o->prof_end = cuda_prof_end;
+    o->timeline_begin = cuda_timeline_begin;
+    o->timeline_end = cuda_timeline_end;
     o->zero = c_zero;
     o->weight_load = c_weight_load;
     o->weight_release = c_weight_release;
