@@ -53,8 +53,10 @@ def main():
             print(f"{i:>4} {r['kernel'][:56]:<56} {r['blocks']:>6} {r['wait_us'] - t0:>8.1f} "
                   f"{r['wait_us'] - r['arrive_us']:>6.1f} {r['exit_median_us'] - r['wait_us']:>7.2f} {work:>7.2f} "
                   f"{gap:>6.2f} {n['wait_us'] - r['wait_us']:>7.2f}")
+    host = nxt["wait_us"] - s[-1]["exit_last_us"]
     print(f"step: {med[0]:.1f} us = launches' work {tot['work']:.1f} (overlaps counted once per launch) "
-          f"+ positive gaps {tot['gap']:.1f}")
+          f"+ positive gaps {tot['gap']:.1f}, of which {host:.1f} after the step's last launch (the host's share: "
+          f"the id's download, the next batch's upload, the graph launch)")
 
 
 if __name__ == "__main__":

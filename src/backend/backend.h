@@ -266,8 +266,8 @@ typedef struct memra_backend_ops {
     memra_status (*prof_mark)(memra_backend *be, const char *label);
     memra_status (*prof_end)(memra_backend *be, FILE *f);
     /* Kernel timeline for `memra bench --timeline` (optional; the CUDA
-     * backend has it when built with `make TIMELINE=1` and answers
-     * MEMRA_ERR_UNSUPPORTED otherwise): timeline_begin starts recording
+     * backend has it when built with `make TIMELINE=1`): timeline_begin
+     * starts recording
      * every block of every kernel, captured graphs included (call it outside
      * a capture); timeline_end stops, waits for the device, prints per
      * kernel and grid size what the launches took after their waits and

@@ -90,7 +90,7 @@ memra_status cuda_op_qk_norm_rope_store(memra_backend *be, const memra_batch *b,
 memra_status cuda_prof_begin(memra_backend *be);
 memra_status cuda_prof_mark(memra_backend *be, const char *label);
 memra_status cuda_prof_end(memra_backend *be, FILE *f);
-/* prof.cu: the kernel timeline (backend.h timeline_*) */
+/* prof.cu: the kernel timeline (backend.h timeline_*; built with MEMRA_TIMELINE only) */
 memra_status cuda_timeline_begin(memra_backend *be);
 memra_status cuda_timeline_end(memra_backend *be, FILE *f, const char *csv, int steps);
 

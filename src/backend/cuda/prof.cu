@@ -112,16 +112,10 @@ memra_status cuda_prof_end(memra_backend *be, FILE *f) {
 
 /* ---- the kernel timeline (backend.h timeline_*; common.cuh's guard) ---- */
 
-#ifndef MEMRA_TIMELINE
-memra_status cuda_timeline_begin(memra_backend *be) {
-    return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "timeline: this build has no kernel timeline (make TIMELINE=1)");
-}
-memra_status cuda_timeline_end(memra_backend *be, FILE *f, const char *csv, int steps) {
-    return cuda_fail(be, MEMRA_ERR_UNSUPPORTED, "timeline: this build has no kernel timeline (make TIMELINE=1)");
-}
-#else
+#ifdef MEMRA_TIMELINE /* else the backend has no timeline ops (cuda.cu) */
 #define TL_MAX_TU 32
 #define TL_CAP_DEFAULT (4u << 20) /* records: 160 MiB of device memory */
+#define TL_SAME_NS 1000000ull     /* the longest gap between two block exits of one launch (a decode head: ~0.4 ms) */
 
 static cuda_tl_binder tl_binders[TL_MAX_TU]; /* every .cu file's (common.cuh registers them at load) */
 static int tl_n_binders;
@@ -245,14 +239,15 @@ memra_status cuda_timeline_end(memra_backend *be, FILE *f, const char *csv, int 
         goto done;
     qsort(r, n, sizeof *r, tl_rec_cmp);
     {
-        /* one tl_grid per launch: records of a grid are adjacent, sorted by exit */
+        /* one tl_grid per launch: records of a grid are adjacent, sorted by exit; a jump of more than
+         * TL_SAME_NS between two exits starts another launch, should a replayed graph node keep its %gridid */
         unsigned ng = 0;
         for (unsigned i = 0; i < n;) {
             unsigned j = i;
             tl_grid *x = &g[ng++];
             x->grid = r[i].grid, x->name = r[i].name;
             x->t0 = x->t1 = LLONG_MAX, x->t1x = 0;
-            for (; j < n && r[j].grid == r[i].grid; j++) {
+            for (; j < n && r[j].grid == r[i].grid && (j == i || r[j].t2 - r[j - 1].t2 <= TL_SAME_NS); j++) {
                 const long long t0 = tl_full(r[j].t2, r[j].t0), t1 = tl_full(r[j].t2, r[j].t1);
                 if (t0 < x->t0) x->t0 = t0;
                 if (t1 < x->t1) x->t1 = t1;
