@@ -15,6 +15,9 @@ set below what float32 can reach, so the gate can fail.
 
 bench/ablate.py: parses a stored CUDA decode profile, and runs on the CPU.
 
+bench/timeline.py: cuts a made-up launch CSV (memra bench --timeline's columns) into steps and adds up a step's
+work and gaps as defined; memra bench refuses --timeline on a backend without one, before loading.
+
 Run from the repo root; MEMRA_BIN picks the binary (default build/memra)."""
 import csv
 import io
@@ -211,6 +214,43 @@ decode  depth 0        118.9 tok/s      8.412 ms/tok    16.139 GB/tok    1918.7 
         check(float(rows["gdn"][3]) > 0, f"ablate.py: the step without gdn is faster: {rows['gdn']}")
 
 
+def test_timeline():
+    """bench/timeline.py on three steps of known launches; bench --timeline on the CPU backend"""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import tempfile
+
+    import timeline
+    # step k starts at 1000 k: launch A waits at +0 and exits at +10 (median +6), B waits at +12 and exits at +30,
+    # the argmax waits at +31 and exits at +35; the next step's A waits 965 us later (the host's share)
+    lines = ["launch,kernel,blocks,arrive_us,wait_us,wait_last_us,exit_median_us,exit_last_us"]
+    for k in range(3):
+        b = 1000.0 * k
+        lines += [f'{3 * k},"k_a<1, 2>",8,{b - 2},{b},{b + 0.5},{b + 6},{b + 10}',
+                  f'{3 * k + 1},"k_b",4,{b + 1},{b + 12},{b + 12},{b + 20},{b + 30}',
+                  f'{3 * k + 2},"k_argmax",1,{b + 29},{b + 31},{b + 31},{b + 35},{b + 35}']
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        steps = timeline.split_steps(timeline.load(f.name), "k_argmax")
+        check(len(steps) == 3 and [len(s) for s in steps] == [3, 3, 3], f"timeline steps: {steps}")
+        rows, tot = timeline.step_rows(steps[0], steps[1][0])
+        works = [round(w, 3) for _, w, _, _ in rows]
+        gaps = [round(g, 3) for _, _, g, _ in rows]
+        check(works == [10, 18, 4] and gaps == [2, 1, 965], f"timeline work {works}, gaps {gaps}")
+        check(abs(tot["length"] - 1000) < 1e-9 and abs(tot["host"] - 965) < 1e-9 and abs(tot["work"] - 32) < 1e-9
+              and abs(tot["gaps"] - 968) < 1e-9, f"timeline totals {tot}")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "timeline.py"), f.name, "--first", "1"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and "of which 965.0 after the step's last launch" in r.stdout,
+              f"timeline.py: exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}")
+    finally:
+        os.unlink(f.name)
+    code, out, err = run("bench", "-m", os.path.join(DATA, "tiny-dense.bf16.gguf"), "--backend", "cpu",
+                         "--timeline", "/tmp/memra-test-timeline")
+    check(code != 0 and "has no kernel timeline" in err and "decode" not in out, f"bench --timeline on the CPU: "
+          f"exit {code}: {err[-300:]}")
+
+
 def main():
     if not os.path.exists(BIN):
         print(f"test_bench: {BIN} is missing (run make)", file=sys.stderr)
@@ -222,6 +262,7 @@ def main():
     test_bench("tiny-dense.bf16.gguf", [8], [0, 24], 4, ["--ctx", "300"])
     test_gate()
     test_ablate()
+    test_timeline()
     print(f"test_bench: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
