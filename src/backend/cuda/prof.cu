@@ -134,9 +134,8 @@ memra_status cuda_timeline_begin(memra_backend *be) {
     if (!tl_buf) {
         const char *e = getenv("MEMRA_TL_CAP");
         tl_cap = e && atoi(e) > 0 ? (unsigned)atoi(e) : TL_CAP_DEFAULT;
-        if ((st = cuda_check(be, cudaMalloc((void **)&tl_buf, sizeof(cuda_tl_buf) + (size_t)tl_cap * sizeof(cuda_tl_rec)),
-                             "timeline: buffer")))
-            return st;
+        const size_t bytes = sizeof(cuda_tl_buf) + (size_t)tl_cap * sizeof(cuda_tl_rec);
+        if ((st = cuda_check(be, cudaMalloc((void **)&tl_buf, bytes), "timeline: buffer"))) return st;
         for (int i = 0; i < tl_n_binders; i++)
             if ((st = cuda_check(be, tl_binders[i](tl_buf), "timeline: bind"))) return st;
     }
@@ -194,18 +193,24 @@ static void tl_short(const char *pretty, char *out, size_t n) {
 
 /* Reads a kernel name from device memory (32 bytes at a time, up to its NUL) */
 static void tl_name(const char *dev, char *out, size_t n) {
-    char pretty[512];
+    char pretty[512] = {0}; /* zeros past what was read */
     size_t len = 0;
     while (len + 32 < sizeof pretty) {
         if (cudaMemcpy(pretty + len, dev + len, 32, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            /* the string may end near the end of its module's data: the rest a byte at a time */
             (void)cudaGetLastError();
+            while (len + 1 < sizeof pretty &&
+                   cudaMemcpy(pretty + len, dev + len, 1, cudaMemcpyDeviceToHost) == cudaSuccess && pretty[len])
+                len++;
+            (void)cudaGetLastError();
+            pretty[len] = 0;
             break;
         }
         if (memchr(pretty + len, 0, 32)) break;
         len += 32;
     }
     pretty[sizeof pretty - 1] = 0;
-    if (len == 0 && !memchr(pretty, 0, 32)) {
+    if (!pretty[0]) {
         snprintf(out, n, "kernel@%p", (const void *)dev);
         return;
     }
@@ -299,8 +304,8 @@ memra_status cuda_timeline_end(memra_backend *be, FILE *f, const char *csv, int 
                 "work", "median", "gap", "early", "share");
         for (int j = 0; j < nk; j++) {
             const double c = k[j].count;
-            fprintf(f, "%-60.60s %7u %7.1f %9.1f %8.2f %8.2f %8.2f %8.2f %8.2f %5.1f%%\n", k[j].text, k[j].nblk, c / per,
-                    k[j].span / per / 1e3, k[j].span / c / 1e3, k[j].work / c / 1e3, k[j].mid / c / 1e3,
+            fprintf(f, "%-60.60s %7u %7.1f %9.1f %8.2f %8.2f %8.2f %8.2f %8.2f %5.1f%%\n", k[j].text, k[j].nblk,
+                    c / per, k[j].span / per / 1e3, k[j].span / c / 1e3, k[j].work / c / 1e3, k[j].mid / c / 1e3,
                     k[j].gap / c / 1e3, k[j].early / c / 1e3, 100.0 * k[j].span / (tot_span > 0 ? tot_span : 1));
         }
         fprintf(f, "(per launch, us: span = to the next launch's first wait return; work = first wait return to last "
