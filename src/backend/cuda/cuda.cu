@@ -312,21 +312,19 @@ static int upload_pinned(void) {
 }
 
 /* The pinned staging for `bytes`: waits until the copies of the previous
- * upload have read it, then grows it if needed. NULL on failure (c->err set). */
-static void *bstage_get(memra_backend *be, size_t bytes) {
+ * upload have read it (an event never recorded is complete), then grows it
+ * if needed. NULL on failure (c->err set). */
+static uint8_t *bstage_get(memra_backend *be, size_t bytes) {
     cuda_impl *c = cuda_of(be);
     if (!c->bstage_ev &&
         cuda_check(be, cudaEventCreateWithFlags(&c->bstage_ev, cudaEventDisableTiming), "batch_upload: event"))
         return NULL;
-    if (c->bstage_pending) {
-        if (cuda_check(be, cudaEventSynchronize(c->bstage_ev), "batch_upload: staging wait")) return NULL;
-        c->bstage_pending = 0;
-    }
+    if (cuda_check(be, cudaEventSynchronize(c->bstage_ev), "batch_upload: staging wait")) return NULL;
     if (c->bstage_bytes >= bytes) return c->bstage;
     if (c->bstage) cudaFreeHost(c->bstage);
     c->bstage = NULL, c->bstage_bytes = 0;
     size_t want = bytes < 4096 ? 4096 : bytes;
-    if (cuda_check(be, cudaMallocHost(&c->bstage, want), "batch_upload: pinned staging")) return NULL;
+    if (cuda_check(be, cudaMallocHost((void **)&c->bstage, want), "batch_upload: pinned staging")) return NULL;
     c->bstage_bytes = want;
     return c->bstage;
 }
@@ -348,29 +346,20 @@ static memra_status c_batch_upload(memra_backend *be, memra_batch *b) {
               {b->d_seq_start, b->seq_start, ns + 4},
               {b->d_slot, b->slot, ns}};
     const size_t n_cp = sizeof cp / sizeof cp[0];
+    uint8_t *stage = NULL; /* MEMRA_UPLOAD_PINNED: the arrays one after another, copied from there */
     if (upload_pinned()) {
         size_t total = 0;
-        for (size_t i = 0; i < n_cp; i++) total += (cp[i].n + 15) & ~(size_t)15;
-        uint8_t *h = (uint8_t *)bstage_get(be, total);
-        if (!h) return MEMRA_ERR_DEVICE;
-        for (size_t i = 0, off = 0; i < n_cp; off += (cp[i].n + 15) & ~(size_t)15, i++) {
-            if (!cp[i].n) continue;
-            memcpy(h + off, cp[i].h, cp[i].n);
-            memra_status st = cuda_check(
-                be, cudaMemcpyAsync(cp[i].d, h + off, cp[i].n, cudaMemcpyHostToDevice, c->stream), "batch_upload");
-            if (st) return st;
-        }
-        memra_status st = cuda_check(be, cudaEventRecord(c->bstage_ev, c->stream), "batch_upload: staging event");
-        c->bstage_pending = st == MEMRA_OK;
-        return st;
+        for (size_t i = 0; i < n_cp; i++) total += cp[i].n;
+        if (!(stage = bstage_get(be, total))) return MEMRA_ERR_DEVICE;
     }
-    for (size_t i = 0; i < n_cp; i++) {
+    for (size_t i = 0, off = 0; i < n_cp; off += cp[i].n, i++) {
         if (!cp[i].n) continue;
-        memra_status st = cuda_check(be, cudaMemcpyAsync(cp[i].d, cp[i].h, cp[i].n, cudaMemcpyHostToDevice, c->stream),
+        const void *src = stage ? memcpy(stage + off, cp[i].h, cp[i].n) : cp[i].h;
+        memra_status st = cuda_check(be, cudaMemcpyAsync(cp[i].d, src, cp[i].n, cudaMemcpyHostToDevice, c->stream),
                                      "batch_upload");
         if (st) return st;
     }
-    return MEMRA_OK;
+    return stage ? cuda_check(be, cudaEventRecord(c->bstage_ev, c->stream), "batch_upload: staging event") : MEMRA_OK;
 }
 
 static memra_status c_sync(memra_backend *be) {
