@@ -145,7 +145,6 @@ memra_status cuda_timeline_begin(memra_backend *be) {
 }
 
 typedef struct tl_grid {
-    unsigned long long grid;
     const char *name;                /* device address of the kernel's name */
     long long t0, t1, t1x, t2m, t2x; /* ns: first arrival, first and last wait return, median and last exit */
     unsigned nblk;
@@ -233,9 +232,10 @@ memra_status cuda_timeline_end(memra_backend *be, FILE *f, const char *csv, int 
                 head[0], tl_cap);
     cuda_tl_rec *r = (cuda_tl_rec *)malloc((size_t)n * sizeof *r + 1);
     tl_grid *g = (tl_grid *)malloc((size_t)n * sizeof *g + 1);
-    tl_key *k = (tl_key *)calloc((size_t)n + 1, sizeof *k);
+    tl_key *k = NULL; /* one per (kernel, grid size): a few dozen, grown as found */
+    int nk = 0, k_cap = 0;
     FILE *out = NULL;
-    if (!r || !g || !k) {
+    if (!r || !g) {
         st = cuda_fail(be, MEMRA_ERR_NOMEM, "timeline: out of host memory");
         goto done;
     }
@@ -250,7 +250,7 @@ memra_status cuda_timeline_end(memra_backend *be, FILE *f, const char *csv, int 
         for (unsigned i = 0; i < n;) {
             unsigned j = i;
             tl_grid *x = &g[ng++];
-            x->grid = r[i].grid, x->name = r[i].name;
+            x->name = r[i].name;
             x->t0 = x->t1 = LLONG_MAX, x->t1x = 0;
             for (; j < n && r[j].grid == r[i].grid && (j == i || r[j].t2 - r[j - 1].t2 <= TL_SAME_NS); j++) {
                 const long long t0 = tl_full(r[j].t2, r[j].t0), t1 = tl_full(r[j].t2, r[j].t1);
@@ -270,7 +270,6 @@ memra_status cuda_timeline_end(memra_backend *be, FILE *f, const char *csv, int 
         if (out) fprintf(out, "launch,kernel,blocks,arrive_us,wait_us,wait_last_us,exit_median_us,exit_last_us\n");
         /* per (kernel, blocks): span = to the next launch's first wait return; work = its own first wait
          * return to its last exit; gap = its last exit to the next launch's first wait return */
-        int nk = 0;
         double tot_span = 0, tot_work = 0, tot_gap = 0;
         for (unsigned i = 0; i < ng; i++) {
             const tl_grid *x = &g[i];
@@ -280,6 +279,15 @@ memra_status cuda_timeline_end(memra_backend *be, FILE *f, const char *csv, int 
             int j = 0;
             while (j < nk && !(k[j].name == x->name && k[j].nblk == x->nblk)) j++;
             if (j == nk) {
+                if (nk == k_cap) {
+                    tl_key *grown = (tl_key *)realloc(k, (size_t)(k_cap = 2 * k_cap + 32) * sizeof *k);
+                    if (!grown) {
+                        st = cuda_fail(be, MEMRA_ERR_NOMEM, "timeline: out of host memory");
+                        goto done;
+                    }
+                    k = grown;
+                }
+                memset(&k[nk], 0, sizeof *k);
                 k[nk].name = x->name, k[nk].nblk = x->nblk;
                 tl_name(x->name, k[nk++].text, sizeof k->text);
             }
