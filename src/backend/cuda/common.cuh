@@ -73,10 +73,6 @@ typedef struct cuda_impl {
     int64_t tc_scale_n;
     void **tm;       /* cuda.cu: the tile-major weights' device addresses [n_tm], ascending (cuda_weight_tm) */
     int n_tm, tm_cap;
-    /* cuda.cu: batch_upload's pinned staging (MEMRA_UPLOAD_PINNED=1) and the event after its copies */
-    uint8_t *bstage;
-    size_t bstage_bytes;
-    cudaEvent_t bstage_ev;
     memra_error err; /* last error message (ops have no err argument; see cuda_last_error) */
 } cuda_impl;
 

@@ -300,35 +300,6 @@ static memra_status c_moe_block(memra_backend *be, const memra_moe_params *p, co
     return st ? st : cuda_op_moe_block(be, p, logits, xn, sg, sg_stride, x, T, ids, w, scratch);
 }
 
-/* MEMRA_UPLOAD_PINNED=1: batch_upload gathers the batch's arrays into a
- * pinned buffer of the backend and copies from there. A copy from pageable
- * memory waits for the stream's earlier work and goes through the driver's
- * staging, five times a step; from pinned memory the copies are plain
- * asynchronous DMA. Opt-in until a device run has timed it (written in
- * session 39, bench/results/2026-12-07k-not-run.md). */
-static int upload_pinned(void) {
-    static int on = -1;
-    return env_opt_in("MEMRA_UPLOAD_PINNED", &on);
-}
-
-/* The pinned staging for `bytes`: waits until the copies of the previous
- * upload have read it (an event never recorded is complete), then grows it
- * if needed. NULL on failure (c->err set). */
-static uint8_t *bstage_get(memra_backend *be, size_t bytes) {
-    cuda_impl *c = cuda_of(be);
-    if (!c->bstage_ev &&
-        cuda_check(be, cudaEventCreateWithFlags(&c->bstage_ev, cudaEventDisableTiming), "batch_upload: event"))
-        return NULL;
-    if (cuda_check(be, cudaEventSynchronize(c->bstage_ev), "batch_upload: staging wait")) return NULL;
-    if (c->bstage_bytes >= bytes) return c->bstage;
-    if (c->bstage) cudaFreeHost(c->bstage);
-    c->bstage = NULL, c->bstage_bytes = 0;
-    size_t want = bytes < 4096 ? 4096 : bytes;
-    if (cuda_check(be, cudaMallocHost((void **)&c->bstage, want), "batch_upload: pinned staging")) return NULL;
-    c->bstage_bytes = want;
-    return c->bstage;
-}
-
 static memra_status c_batch_upload(memra_backend *be, memra_batch *b) {
     cuda_impl *c = cuda_of(be);
     if (c->capturing) return CUDA_INVALID(be, "batch_upload: call it before graph_launch, not inside a capture");
@@ -345,21 +316,13 @@ static memra_status c_batch_upload(memra_backend *be, memra_batch *b) {
               {b->d_tok_seq, b->tok_seq, nt},
               {b->d_seq_start, b->seq_start, ns + 4},
               {b->d_slot, b->slot, ns}};
-    const size_t n_cp = sizeof cp / sizeof cp[0];
-    uint8_t *stage = NULL; /* MEMRA_UPLOAD_PINNED: the arrays one after another, copied from there */
-    if (upload_pinned()) {
-        size_t total = 0;
-        for (size_t i = 0; i < n_cp; i++) total += cp[i].n;
-        if (!(stage = bstage_get(be, total))) return MEMRA_ERR_DEVICE;
-    }
-    for (size_t i = 0, off = 0; i < n_cp; off += cp[i].n, i++) {
+    for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++) {
         if (!cp[i].n) continue;
-        const void *src = stage ? memcpy(stage + off, cp[i].h, cp[i].n) : cp[i].h;
-        memra_status st = cuda_check(be, cudaMemcpyAsync(cp[i].d, src, cp[i].n, cudaMemcpyHostToDevice, c->stream),
+        memra_status st = cuda_check(be, cudaMemcpyAsync(cp[i].d, cp[i].h, cp[i].n, cudaMemcpyHostToDevice, c->stream),
                                      "batch_upload");
         if (st) return st;
     }
-    return stage ? cuda_check(be, cudaEventRecord(c->bstage_ev, c->stream), "batch_upload: staging event") : MEMRA_OK;
+    return MEMRA_OK;
 }
 
 static memra_status c_sync(memra_backend *be) {
@@ -462,8 +425,6 @@ static void c_destroy(memra_backend *be) {
         if (c->gdn_cnt) cudaFree(c->gdn_cnt);
         if (c->mq) cudaFree(c->mq);
         if (c->am) cudaFree(c->am);
-        if (c->bstage) cudaFreeHost(c->bstage);
-        if (c->bstage_ev) cudaEventDestroy(c->bstage_ev);
         cudaEventDestroy(c->fork_ev);
         cudaEventDestroy(c->join_ev);
         cudaStreamDestroy(c->side);
