@@ -386,11 +386,13 @@ memra_status memra_forward(const memra_model *m, memra_state *st, memra_batch *b
     if (st->use_graphs && st->graphs && b->n_tokens == b->n_seqs && !opts->hidden && !f.prof) {
         /* one row per token is one row per sequence: all_logits changes nothing */
         MEMRA_TRY(forward_decode_graph(m, st, b, err));
-        /* no sync without a host copy: the step's logits are ready for the next op on the backend (a device
-         * argmax or sampler) and for a download, which syncs; a sync here would put the host's wake-up and
-         * that op's launch between the graph and its consumer */
-        if (opts->logits)
+        /* The sync stays even without a host copy: without it (524f7e1) 35b-a3b decoded ~5% slower on an H100
+         * and the dense files no faster (bench/results/2026-12-07l-h100.md, section 1). */
+        if (opts->logits) {
+            OP(&f, -1, "sync", sync(f.be));
             OP(&f, -1, "download logits", download(f.be, opts->logits, st->logits, (size_t)(T * V) * sizeof(float)));
+        }
+        OP(&f, -1, "sync", sync(f.be));
         return MEMRA_OK;
     }
     MEMRA_TRY(run_trunk(&f, opts->hidden));

@@ -173,9 +173,7 @@ typedef struct memra_forward_opts {
  * vocabulary, slots in range and distinct, positions consecutive within a
  * sequence and below n_ctx) and uploads it with batch_upload. A decode batch
  * without opts->hidden runs through the state's decode graphs (st->use_graphs);
- * its logits are bit-identical to the uncaptured run. Such a batch without
- * opts->logits may return before the device has run it: st->logits are then
- * ready for ops on the backend and for a download (which waits). */
+ * its logits are bit-identical to the uncaptured run. */
 memra_status memra_forward(const memra_model *m, memra_state *st, memra_batch *b, const memra_forward_opts *opts,
                            memra_error *err);
 
