@@ -1,11 +1,15 @@
 /* memra eval: runs token ids through the model and writes raw float32 logits.
  *
- *   memra eval -m FILE --tokens ID,ID,... [--all] [-o OUT.f32] [--threads N] [--ctx N] [--backend cpu|cuda]
+ *   memra eval -m FILE --tokens ID,ID,... [--all] [-o OUT.f32] [--threads N] [--ctx N] [--chunk N]
+ *              [--backend cpu|cuda]
  *
  * Writes the logits of the last position (or of every position with --all)
  * as little-endian float32, row after row, to OUT (stdout without -o). The
  * prompt runs as one sequence in chunks of up to 512 tokens (64 with --all),
- * so a long prompt also exercises the state carried between chunks. Exit 0 ok, 1 runtime
+ * so a long prompt also exercises the state carried between chunks. --chunk N
+ * caps the chunk at N tokens: --chunk 1 runs every token as a decode step (the
+ * CUDA backend's T = 1 kernels and its decode graph), so `--chunk 1 --all`
+ * dumps the logits a decode kernel change must keep bit for bit. Exit 0 ok, 1 runtime
  * error (missing file, token out of vocabulary, prompt longer than the
  * context), 2 usage. This is a debug command: it reaches into src/. */
 #include <errno.h>
@@ -23,13 +27,15 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: memra eval -m FILE --tokens ID,ID,... [--all] [-o OUT.f32] [--threads N] [--ctx N]\n"
-               "                  [--backend cpu|cuda]\n"
+               "                  [--chunk N] [--backend cpu|cuda]\n"
                "  -m, --model FILE   GGUF model\n"
                "  --tokens LIST      comma-separated token ids (the prompt)\n"
                "  --all              write the logits of every position (default: the last one)\n"
                "  -o, --output FILE  where to write float32 logits (default: stdout)\n"
                "  --threads N        CPU threads (default: all)\n"
                "  --ctx N            context length (default: the model's context_length)\n"
+               "  --chunk N          tokens per forward call, at most (default: 512, 64 with --all;\n"
+               "                     1: one decode step per token)\n"
                "  --backend NAME     cpu (default, the reference) or cuda (device 0)\n");
 }
 
@@ -71,7 +77,7 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, long *ou
 int memra_cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *backend = "cpu";
     int all = 0;
-    long threads = 0, ctx = 0;
+    long threads = 0, ctx = 0, chunk_cap = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -96,6 +102,8 @@ int memra_cmd_eval(int argc, char **argv) {
             if (parse_int(a, argv[++i], 1, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--ctx") && has_val) {
             if (parse_int(a, argv[++i], 1, INT32_MAX, &ctx)) return 2;
+        } else if (!strcmp(a, "--chunk") && has_val) {
+            if (parse_int(a, argv[++i], 1, EVAL_CHUNK, &chunk_cap)) return 2;
         } else {
             fprintf(stderr, "memra eval: unknown or incomplete option '%s'\n", a);
             usage(stderr);
@@ -139,7 +147,7 @@ int memra_cmd_eval(int argc, char **argv) {
     }
     /* with --all every row of a chunk comes back to the host: smaller chunks
      * keep that buffer small for a large vocabulary */
-    int32_t max_chunk = all ? EVAL_CHUNK_ALL : EVAL_CHUNK;
+    int32_t max_chunk = chunk_cap ? (int32_t)chunk_cap : all ? EVAL_CHUNK_ALL : EVAL_CHUNK;
     int32_t chunk = n < max_chunk ? (int32_t)n : max_chunk;
     if (memra_state_init(m, 1, (int32_t)n, chunk, 1, &st, &err) != MEMRA_OK ||
         memra_batch_init(be, chunk, 1, &batch, &err) != MEMRA_OK) {

@@ -7,7 +7,8 @@
 - seeded sampling is reproducible and the seed matters;
 - chat keeps history, /reset and /exit work on a non-terminal stdin;
 - errors a user can make give one clear line and a non-zero exit;
-- MEMRA_SKIP_OPS (the timing ablation) skips exactly the named ops, with a warning.
+- MEMRA_SKIP_OPS (the timing ablation) skips exactly the named ops, with a warning;
+- `memra eval --chunk N` runs the prompt in chunks of N: on the CPU reference every chunking gives the same bits.
 """
 import json
 import os
@@ -137,6 +138,24 @@ def test_skip_ops():
               f"MEMRA_SKIP_OPS={ops}: the text {'differs' if differs else 'is unchanged'}")
 
 
+def test_eval_chunk():
+    """eval --chunk 1 (a decode step a token) and --chunk 3 write the logits of the default chunking, bit for bit,
+    on the CPU reference; --chunk outside [1, 512] is a usage error."""
+    model = os.path.join(ROOT, "tests", "data", "tiny-dense.f32.gguf")
+    toks = ",".join(str(7 * i + 3) for i in range(11))
+    outs = {}
+    for c in (None, 1, 3):
+        r = memra("eval", "-m", model, "--tokens", toks, "--all", "--threads", "2", *(["--chunk", str(c)] if c else []))
+        check(r.returncode == 0, f"eval --chunk {c}: exit {r.returncode}: {r.stderr.decode()[-200:]}")
+        outs[c] = r.stdout
+    check(len(outs[None]) > 0 and len(outs[None]) % (11 * 4) == 0, "eval --all: 11 rows of float32 logits")
+    check(outs[1] == outs[None], "eval --chunk 1: the default chunking's bits")
+    check(outs[3] == outs[None], "eval --chunk 3: the default chunking's bits")
+    for bad in ("0", "513", "x"):
+        r = memra("eval", "-m", model, "--tokens", toks, "--chunk", bad)
+        check(r.returncode == 2 and b"--chunk" in r.stderr, f"eval --chunk {bad}: usage error")
+
+
 if __name__ == "__main__":
     if not os.path.exists(MEMRA):
         print(f"FAIL {MEMRA} not built")
@@ -147,5 +166,6 @@ if __name__ == "__main__":
     test_chat()
     test_errors()
     test_skip_ops()
+    test_eval_chunk()
     print(f"test_cli: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
