@@ -2,7 +2,7 @@
 # Session 41, run 1: session 40's unrun run 2 (2026-12-07l-run2.sh: the revert 177f949 against 6cb2d2f, and the
 # timeline tables of 35b-a3b and 9b q4_k_m, which run 1 of 2026-12-07l lost), plus an A/B of mmvq.cuh's
 # unpredicated B loads (32-bit plane offsets; the unused MMA columns load token 0's planes instead of zeros; the ring
-# slot index unsigned): 252 -> 225 SASS instructions in k_mmvq_tm's super-block step past the ring wait
+# slot index unsigned): 253 -> 223 SASS instructions in k_mmvq_tm's super-block step past the ring wait
 # (tools/sass.py), 101 -> 91 registers. It must keep every used column's bits: logits of 24 decode steps
 # (eval --chunk 1 --all) cmp-equal to base's.
 #   .bin/memra:      the tree with the mmvq.cuh change, make -j2 BUILD=build-dev CUDA_ARCH=sm_90a DEPS=.deps
@@ -10,7 +10,8 @@
 #   .bin/memra-tl:   7ee39b7 with TIMELINE=1 (BUILD=build-tl)
 #   .bin/memra-6cb:  6cb2d2f, the binary of the numbers of record (2026-12-07h-h100.md run 4)
 #   Device:          BUDGET=S OUT=$OUT bash bench/results/logs/2026-12-08-run1.sh   (carry .bin; ~5 min on an H100)
-#                    (BUDGET: the seconds the call may take; 27b and the gate are skipped when they would not fit)
+#                    (BUDGET: the seconds the call may take; 35b-a3b, 27b and the gate are skipped when they
+#                    would not fit)
 set -u
 T0=$(date +%s); BUDGET=${BUDGET:-500}
 left() { [ $(( $(date +%s) - T0 )) -lt $(( BUDGET - $1 )) ]; }
@@ -25,9 +26,9 @@ dec() { # binary, file, label: one decode@0 line
   timeout 90 .bin/$1 bench -m $2 --prefill 16 --reps 1 --depth 0 --decode-tokens 64 >$O/$3.txt 2>&1
   echo "$3: $(grep 'decode  depth' $O/$3.txt | cut -c1-100 || tail -1 $O/$3.txt)"
 }
-for spec in 35b-a3b:q4_k_m 9b:q4_k_m 27b:q4_k_m; do
+for spec in 9b:q4_k_m 35b-a3b:q4_k_m 27b:q4_k_m; do
   p=${spec%:*} ty=${spec#*:} f=/tmp/m.gguf
-  [ $p = 27b ] && ! left 170 && { echo "27b skipped: t=$(( $(date +%s) - T0 ))"; continue; }
+  [ $p != 9b ] && ! left 150 && { echo "$spec skipped: t=$(( $(date +%s) - T0 ))"; continue; }
   rm -f $f
   timeout 150 .bin/memra mkmodel --preset $p --type $ty -o $f --vocab $V >$O/mk-$p-$ty.log 2>&1 ||
     { echo "$spec mkmodel failed"; tail -3 $O/mk-$p-$ty.log; continue; }
