@@ -2,11 +2,12 @@
 # Session 41, run 1: session 40's unrun run 2 (2026-12-07l-run2.sh: the revert 177f949 against 6cb2d2f, and the
 # timeline tables of 35b-a3b and 9b q4_k_m, which run 1 of 2026-12-07l lost), plus an A/B of mmvq.cuh's
 # unpredicated B loads (32-bit plane offsets; the unused MMA columns load token 0's planes instead of zeros; the ring
-# slot index unsigned): 253 -> 223 SASS instructions in k_mmvq_tm's super-block step past the ring wait
-# (tools/sass.py), 101 -> 91 registers. It must keep every used column's bits: logits of 24 decode steps
-# (eval --chunk 1 --all) cmp-equal to base's.
-#   .bin/memra:      the tree with the mmvq.cuh change, make -j2 BUILD=build-dev CUDA_ARCH=sm_90a DEPS=.deps
-#   .bin/memra-base: 376ab31 (eval --chunk; the kernels of 7ee39b7), the same make              (both stripped, xz'd)
+# slot index unsigned) and its Q6_K codes made signed by one byte-wise subtraction (tools/sass.py: the Q4_K step
+# 253 -> 223 instructions past the ring wait, 101 -> 91 registers; the Q6_K step 710 -> 677). It must keep every
+# bit: logits of 24 decode steps (eval --chunk 1 --all) cmp-equal to base's.
+#   .bin/memra:      2368d1f with logs/2026-12-08-run1-mmvq.patch applied,
+#                    make -j2 BUILD=build-dev CUDA_ARCH=sm_90a DEPS=.deps                      (stripped, xz'd)
+#   .bin/memra-base: 376ab31 (eval --chunk; the kernels of 7ee39b7), the same make              (stripped, xz'd)
 #   .bin/memra-tl:   7ee39b7 with TIMELINE=1 (BUILD=build-tl)
 #   .bin/memra-6cb:  6cb2d2f, the binary of the numbers of record (2026-12-07h-h100.md run 4)
 #   Device:          BUDGET=S OUT=$OUT bash bench/results/logs/2026-12-08-run1.sh   (carry .bin; ~5 min on an H100)
