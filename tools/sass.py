@@ -14,7 +14,9 @@ PATH are used first.
 Why: an instruction count of a kernel's loop from PTX (2026-12-07g, section 4) is a guess at what ptxas keeps;
 this is what it kept. The loop is the shortest span between a backward branch and its target that holds an
 IMMA / HMMA / HGMMA (the main loop, not its divergent copies); its length counts every path through it, so two
-builds compare like for like, not as executed instructions.
+builds compare like for like, not as executed instructions. "past its last wait" counts from the loop's last
+DEPBAR (a cp.async ring's wait) to its back branch: what every iteration executes after its data has landed (the
+decode matvecs' super-block step, bench/results/2026-12-08-not-run.md).
 """
 import argparse
 import collections
@@ -123,10 +125,11 @@ def main():
     if not tool:
         sys.exit("sass.py: no cuobjdump ($CUOBJDUMP, PATH, /usr/local/cuda/bin, ~/.cache/memra-tools); "
                  "--fetch downloads it from PyPI")
-    funcs, regs = functions(tool, a.obj), registers(tool, a.obj)
+    funcs = functions(tool, a.obj)
     names = [n for n in funcs if re.search(a.kernel, n)]
     if not names:
         sys.exit(f"sass.py: no kernel of {a.obj} matches {a.kernel!r}")
+    regs = {} if a.list else registers(tool, a.obj)
     for n in names:
         ins = funcs[n]
         if a.list:
@@ -139,7 +142,9 @@ def main():
             continue
         body = ins[loop[0]:loop[1] + 1]
         hist = collections.Counter(opcode(t) for _, t in body)
-        print(f", MMA loop {len(body)} ({ins[loop[0]][0]:#x}..{ins[loop[1]][0]:#x})")
+        waits = [k for k, (_, t) in enumerate(body) if opcode(t) == "DEPBAR"]
+        past = f", {len(body) - waits[-1]} past its last wait" if waits else ""
+        print(f", MMA loop {len(body)} ({ins[loop[0]][0]:#x}..{ins[loop[1]][0]:#x}){past}")
         print("  " + " ".join(f"{op} {k}" for op, k in hist.most_common()))
         if a.dump:
             for addr, text in body:
