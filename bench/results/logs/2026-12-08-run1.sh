@@ -3,7 +3,7 @@
 # timeline tables of 35b-a3b and 9b q4_k_m, which run 1 of 2026-12-07l lost), plus an A/B of mmvq.cuh's
 # unpredicated B loads (32-bit plane offsets; the unused MMA columns load token 0's planes instead of zeros; the ring
 # slot index unsigned) and its Q6_K codes made signed by one byte-wise subtraction (tools/sass.py: the Q4_K step
-# 253 -> 223 instructions past the ring wait, 101 -> 91 registers; the Q6_K step 710 -> 677). It must keep every
+# 253 -> 223 instructions past the ring wait, 114 -> 91 registers; the Q6_K step 710 -> 677). It must keep every
 # bit: logits of 24 decode steps (eval --chunk 1 --all) cmp-equal to base's.
 #   .bin/memra:      2368d1f with logs/2026-12-08-run1-mmvq.patch applied,
 #                    make -j2 BUILD=build-dev CUDA_ARCH=sm_90a DEPS=.deps                      (stripped, xz'd)
